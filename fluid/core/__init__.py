@@ -1,0 +1,68 @@
+"""Fluid's policy core: pure, deterministic, numpy only (no Ray, no torch).
+
+The runtime model ``h_i(w)``, the limits ``c`` and ``d``, StaticFluid, DynamicFluid, placement on
+concrete GPUs, a group-level simulation and bounds. Everything above this layer (the Ray Tune
+adapter, the simulator) calls these functions; nothing here reads a clock or a cluster.
+
+Example:
+    >>> from fluid.core import PolicyConfig, TrialSpec, simulate_group
+    >>> trials = [TrialSpec("a", 4.0), TrialSpec("b", 4.0), TrialSpec("c", 12.0),
+    ...           TrialSpec("d", 30.0)]
+    >>> simulate_group(trials, 5, PolicyConfig(c=2, d=4), "static").makespan
+    12.0
+"""
+
+from fluid.core.bounds import best_found, lower_bound
+from fluid.core.config import PolicyConfig
+from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
+from fluid.core.gpus import GpuPool
+from fluid.core.groupsim import POLICIES, GroupSchedule, Segment, play_fixed, simulate_group
+from fluid.core.model import TrialSpec, allowed_widths, gpus_of, is_packed, slowdown
+from fluid.core.overheads import (
+    C_MAX,
+    O_TH,
+    S_TH,
+    c_from_alpha,
+    d_from_beta,
+    fit_alpha,
+    fit_beta,
+    packing_limit,
+    scaling_limit,
+)
+from fluid.core.static import Assignment, StaticPlan, hand_out, start_in_order, static_fluid, water_fill
+
+__all__ = [
+    "C_MAX",
+    "O_TH",
+    "POLICIES",
+    "S_TH",
+    "Assignment",
+    "DynamicPlan",
+    "GpuPool",
+    "GroupSchedule",
+    "PolicyConfig",
+    "Resize",
+    "RunningTrial",
+    "Segment",
+    "StaticPlan",
+    "TrialSpec",
+    "allowed_widths",
+    "best_found",
+    "c_from_alpha",
+    "d_from_beta",
+    "dynamic_fluid",
+    "fit_alpha",
+    "fit_beta",
+    "gpus_of",
+    "hand_out",
+    "is_packed",
+    "lower_bound",
+    "packing_limit",
+    "play_fixed",
+    "scaling_limit",
+    "simulate_group",
+    "slowdown",
+    "start_in_order",
+    "static_fluid",
+    "water_fill",
+]

@@ -1,0 +1,134 @@
+"""DynamicFluid (paper Algorithm 2): re-plan a group when a trial leaves or GPUs change.
+
+While trials of the group wait, freed capacity goes to them first (list scheduling with their
+planned widths). Once nobody waits, the widths ``w'_i`` are recomputed with the water-filling
+formula over the remaining runtimes of the running trials and applied only where they pay for
+the resize cost ``eps``::
+
+    scale up    if w'_i > w_i and h_i(w'_i) + eps < h_i(w_i)
+    scale down  if w'_i < w_i and w'_i * (h_i(w'_i) + eps) < w_i * h_i(w_i)
+
+The new width is ``w'_i`` (Algorithm 2 line 6 says "w_i", a slip; the prose says ``w_i <- w'_i``).
+Scale-downs go first so that their GPUs can serve scale-ups; whatever whole GPUs are still idle
+are handed to the trial that would end last (``hand_out``), which is what turns the paper's
+Figure 5 from 12 s into 10 s. Gangs keep the GPUs they have when they grow or shrink, and
+trials whose width does not change are not touched, so a re-plan moves as few trials as it can.
+
+Example (Figure 5 at t = 4 s: a1 and a2 have left, a3 has 8 s and a4 18 s of one-GPU work):
+    >>> from fluid.core.gpus import GpuPool
+    >>> pool = GpuPool(5)
+    >>> a3, a4 = TrialSpec("a3", 8.0), TrialSpec("a4", 18.0)
+    >>> _ = pool.place("a4", 3.0), pool.place("a3", 1.0)
+    >>> plan = dynamic_fluid([RunningTrial(a4, 3.0), RunningTrial(a3, 1.0)], [], pool,
+    ...                      PolicyConfig(c=2, d=4))
+    >>> [(r.trial_id, r.old_width, r.new_width) for r in plan.resized]
+    [('a3', 1.0, 2.0)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fluid.core.config import PolicyConfig
+from fluid.core.gpus import GpuPool
+from fluid.core.model import WIDTH_TOL, TrialSpec, is_packed
+from fluid.core.static import Assignment, hand_out, start_in_order, water_fill
+
+
+@dataclass(frozen=True)
+class RunningTrial:
+    """A running trial: ``spec.runtime`` is its *remaining* one-GPU runtime ``h_i1``.
+
+    ``resizable`` is False for trials that cannot checkpoint: they keep their shape.
+    """
+
+    spec: TrialSpec
+    width: float
+    resizable: bool = True
+
+
+@dataclass(frozen=True)
+class Resize:
+    """Restart a running trial at ``new_width`` on ``gpus`` (costs ``eps``)."""
+
+    trial_id: str
+    old_width: float
+    new_width: float
+    gpus: tuple[int, ...]
+
+
+@dataclass
+class DynamicPlan:
+    """What DynamicFluid decided: resizes of running trials and starts of waiting ones."""
+
+    resized: list[Resize] = field(default_factory=list)
+    started: list[Assignment] = field(default_factory=list)
+    waiting: list[tuple[TrialSpec, float]] = field(default_factory=list)
+
+
+def _benefit(spec: TrialSpec, w: float, w_new: float, eps: float) -> bool:
+    h, h_new = spec.runtime_at(w), spec.runtime_at(w_new)
+    if w_new > w:
+        return h_new + eps < h - WIDTH_TOL
+    return w_new * (h_new + eps) < w * h - WIDTH_TOL
+
+
+def _regrow(spec: TrialSpec, old: float, new: float, pool: GpuPool, config: PolicyConfig) -> bool:
+    """Move a placed trial from width ``old`` to ``new``; False (pool unchanged) if no room."""
+    if not is_packed(old) and not is_packed(new):
+        if new < old:
+            pool.shrink_gang(spec.id, int(round(new)))
+            return True
+        return pool.grow_gang(spec.id, int(round(new - old))) is not None
+    return pool.move(spec.id, new, config.c_of(spec), spec.memory) is not None
+
+
+def dynamic_fluid(
+    running: Sequence[RunningTrial],
+    waiting: Sequence[tuple[TrialSpec, float]],
+    pool: GpuPool,
+    config: PolicyConfig,
+) -> DynamicPlan:
+    """Algorithm 2 over a group's running trials; updates ``pool`` in place.
+
+    Args:
+        running: the group's running trials, placed in ``pool`` at their widths.
+        waiting: the group's waiting trials with their planned widths, in start order.
+        pool: every GPU the group may use; departed trials already released from it.
+        config: the policy parameters (``eps`` is the resize cost).
+    """
+    plan = DynamicPlan()
+    plan.started, plan.waiting = start_in_order(waiting, pool, config)
+    if plan.waiting or not running:
+        return plan
+
+    # Water-fill over what the group holds plus what is free (slip 2: not the whole cluster).
+    n = sum(r.width for r in running) + pool.free_capacity()
+    target = water_fill([r.spec for r in running], n, config)
+    current = {r.spec.id: r.width for r in running}
+    changes = [
+        r
+        for r in running
+        if r.resizable
+        and abs(target[r.spec.id] - r.width) > WIDTH_TOL
+        and _benefit(r.spec, r.width, target[r.spec.id], config.eps)
+    ]
+    # Scale-downs first: they free what scale-ups need. Within each, longest trial first.
+    changes.sort(key=lambda r: (target[r.spec.id] > r.width, -r.spec.runtime))
+    for r in changes:
+        if _regrow(r.spec, r.width, target[r.spec.id], pool, config):
+            current[r.spec.id] = target[r.spec.id]
+
+    candidates = [
+        (r.spec, current[r.spec.id], 0.0 if current[r.spec.id] != r.width else config.eps)
+        for r in running
+        if r.resizable
+    ]
+    current.update(hand_out(candidates, pool, config))
+    plan.resized = [
+        Resize(r.spec.id, r.width, current[r.spec.id], pool.where(r.spec.id))
+        for r in running
+        if abs(current[r.spec.id] - r.width) > WIDTH_TOL
+    ]
+    return plan

@@ -1,0 +1,264 @@
+"""Concrete GPUs and what runs on each: the state that placement decisions read and change.
+
+A packed trial takes a share ``1/k`` of one GPU; a GPU's shares sum to at most 1, it holds at
+most ``min(c_i)`` trials over the trials on it, and (when memories are known) their peak
+memories sum to at most the GPU's memory (Salus-style memory-safe packing: MPS isolates no
+memory). A gang of width ``w`` takes ``w`` whole, otherwise empty GPUs.
+
+Example:
+    >>> pool = GpuPool(2)
+    >>> pool.place("a", 0.5, c=2)
+    (0,)
+    >>> pool.place("b", 0.5, c=2)
+    (0,)
+    >>> pool.place("g", 1.0)
+    (1,)
+    >>> pool.placement()
+    {0: [('a', 0.5), ('b', 0.5)], 1: [('g', 1.0)]}
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from fluid.core.model import WIDTH_TOL, gpus_of, is_packed
+
+
+@dataclass
+class _Gpu:
+    shares: dict[str, float] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    memory: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def used(self) -> float:
+        return sum(self.shares.values())
+
+
+class GpuPool:
+    """GPUs with stable integer ids and the trials placed on them.
+
+    Args:
+        n: number of GPUs (ids ``0 .. n-1``).
+        memory: memory of one GPU in GB; ``None`` disables memory checks.
+    """
+
+    def __init__(self, n: int, memory: float | None = None) -> None:
+        if n < 0:
+            raise ValueError(f"gpus must be >= 0, got {n}")
+        if memory is not None and not memory > 0:
+            raise ValueError(f"gpu_memory must be > 0 GB, got {memory}")
+        self.memory = memory
+        self._gpus: dict[int, _Gpu] = {g: _Gpu() for g in range(n)}
+        self._idle: list[int] = list(range(n))  # sorted ids of empty GPUs
+        self._partial: set[int] = set()  # GPUs holding packed trials with room left
+        self._where: dict[str, tuple[int, ...]] = {}
+        self._next_id = n
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        """Number of GPUs in the pool."""
+        return len(self._gpus)
+
+    @property
+    def gpu_ids(self) -> list[int]:
+        """Ids of the GPUs in the pool, ascending."""
+        return sorted(self._gpus)
+
+    def idle_count(self) -> int:
+        """Number of GPUs with nothing on them."""
+        return len(self._idle)
+
+    def free_capacity(self) -> float:
+        """Unused GPU capacity: idle GPUs plus the unused shares of packed GPUs."""
+        return len(self._idle) + sum(1.0 - self._gpus[g].used for g in self._partial)
+
+    def where(self, trial_id: str) -> tuple[int, ...]:
+        """GPUs a trial is on (empty tuple when it is not placed)."""
+        return self._where.get(trial_id, ())
+
+    def trials(self) -> list[str]:
+        """Ids of the placed trials."""
+        return list(self._where)
+
+    def share_of(self, trial_id: str) -> float:
+        """Width of a placed trial: its share, or its GPU count for a gang."""
+        gpus = self._where[trial_id]
+        share = self._gpus[gpus[0]].shares[trial_id]
+        return share if is_packed(share) else float(len(gpus))
+
+    def placement(self) -> dict[int, list[tuple[str, float]]]:
+        """``{gpu id: [(trial id, share), ...]}`` for every non-empty GPU."""
+        return {
+            g: list(gpu.shares.items()) for g, gpu in sorted(self._gpus.items()) if gpu.shares
+        }
+
+    def copy(self) -> GpuPool:
+        """An independent copy (plans are made on copies when only proposed)."""
+        other = GpuPool(0, self.memory)
+        other._gpus = {
+            g: _Gpu(dict(x.shares), dict(x.limits), dict(x.memory)) for g, x in self._gpus.items()
+        }
+        other._idle = list(self._idle)
+        other._partial = set(self._partial)
+        other._where = dict(self._where)
+        other._next_id = self._next_id
+        return other
+
+    # -- fitting -------------------------------------------------------------------------
+    def _memory_ok(self, gpu: _Gpu, memory: float | None) -> bool:
+        if self.memory is None or memory is None:
+            return True
+        return sum(gpu.memory.values()) + memory <= self.memory + WIDTH_TOL
+
+    def _packed_target(self, share: float, c: int, memory: float | None) -> int | None:
+        best, best_used = None, -1.0
+        for g in self._partial:
+            gpu = self._gpus[g]
+            used = gpu.used
+            limit = min([c, *gpu.limits.values()])
+            if (
+                used + share <= 1.0 + WIDTH_TOL
+                and len(gpu.shares) + 1 <= limit
+                and self._memory_ok(gpu, memory)
+                and (used > best_used or (used == best_used and g < best))
+            ):
+                best, best_used = g, used
+        if best is None and self._idle:
+            g = self._idle[0]
+            if self._memory_ok(self._gpus[g], memory):
+                best = g
+        return best
+
+    def fits(self, width: float, c: int = 1, memory: float | None = None) -> bool:
+        """Whether a trial of this width could be placed now."""
+        if is_packed(width):
+            return self._packed_target(width, c, memory) is not None
+        if self.memory is not None and memory is not None and memory > self.memory + WIDTH_TOL:
+            return False
+        return len(self._idle) >= gpus_of(width)
+
+    # -- changing ------------------------------------------------------------------------
+    def place(
+        self, trial_id: str, width: float, c: int = 1, memory: float | None = None
+    ) -> tuple[int, ...] | None:
+        """Place a trial; returns its GPUs, or ``None`` (and changes nothing) if it does not fit.
+
+        Packed shares go to the fullest GPU they fit on (best fit keeps whole GPUs free for
+        gangs); gangs take the lowest-numbered idle GPUs.
+        """
+        if trial_id in self._where:
+            raise ValueError(f"trial {trial_id!r} is already placed on {self._where[trial_id]}")
+        if is_packed(width):
+            g = self._packed_target(width, c, memory)
+            if g is None:
+                return None
+            self._take(g, trial_id, width, c, memory)
+            gpus: tuple[int, ...] = (g,)
+        else:
+            if not self.fits(width, c, memory):
+                return None
+            gpus = tuple(self._idle[: gpus_of(width)])
+            for g in gpus:
+                self._take(g, trial_id, 1.0, 1, memory)
+        self._where[trial_id] = gpus
+        return gpus
+
+    def _take(self, g: int, trial_id: str, share: float, c: int, memory: float | None) -> None:
+        gpu = self._gpus[g]
+        if not gpu.shares:
+            self._idle.remove(g)
+        gpu.shares[trial_id] = share
+        gpu.limits[trial_id] = c
+        if memory is not None:
+            gpu.memory[trial_id] = memory
+        if is_packed(share) and gpu.used < 1.0 - WIDTH_TOL:
+            self._partial.add(g)
+        else:
+            self._partial.discard(g)
+
+    def _drop(self, g: int, trial_id: str) -> None:
+        gpu = self._gpus[g]
+        del gpu.shares[trial_id]
+        del gpu.limits[trial_id]
+        gpu.memory.pop(trial_id, None)
+        if not gpu.shares:
+            self._partial.discard(g)
+            bisect.insort(self._idle, g)
+        elif gpu.used < 1.0 - WIDTH_TOL:
+            self._partial.add(g)
+
+    def release(self, trial_id: str) -> tuple[int, ...]:
+        """Remove a trial from its GPUs; returns the GPUs it held (empty if not placed)."""
+        gpus = self._where.pop(trial_id, ())
+        for g in gpus:
+            self._drop(g, trial_id)
+        return gpus
+
+    def move(
+        self, trial_id: str, width: float, c: int = 1, memory: float | None = None
+    ) -> tuple[int, ...] | None:
+        """Re-place a trial at another width; ``None`` (and nothing changed) if it does not fit.
+
+        Used when a packed share becomes a whole GPU or a gang becomes a share; gangs that
+        only grow or shrink use ``grow_gang`` / ``shrink_gang`` and keep their GPUs.
+        """
+        held = self._where[trial_id]
+        old = [(g, self._gpus[g].shares[trial_id], self._gpus[g].limits[trial_id]) for g in held]
+        old_memory = self._gpus[held[0]].memory.get(trial_id)
+        self.release(trial_id)
+        gpus = self.place(trial_id, width, c, memory)
+        if gpus is None:
+            for g, share, limit in old:
+                self._take(g, trial_id, share, limit, old_memory)
+            self._where[trial_id] = held
+        return gpus
+
+    def shrink_gang(self, trial_id: str, width: int) -> tuple[int, ...]:
+        """Shrink a gang in place to its first ``width`` GPUs (the others become idle)."""
+        gpus = self._where[trial_id]
+        if width < 1 or width > len(gpus):
+            raise ValueError(f"cannot shrink {trial_id!r} from {len(gpus)} to {width} GPUs")
+        for g in gpus[width:]:
+            self._drop(g, trial_id)
+        self._where[trial_id] = gpus[:width]
+        return gpus[:width]
+
+    def grow_gang(self, trial_id: str, extra: int) -> tuple[int, ...] | None:
+        """Add ``extra`` idle GPUs to a gang, keeping the ones it has; ``None`` if too few."""
+        gpus = self._where[trial_id]
+        if len(self._idle) < extra:
+            return None
+        gpu0 = self._gpus[gpus[0]]
+        memory = gpu0.memory.get(trial_id)
+        added = tuple(self._idle[:extra])
+        for g in added:
+            self._take(g, trial_id, 1.0, 1, memory)
+        self._where[trial_id] = gpus + added
+        return self._where[trial_id]
+
+    def add_gpus(self, count: int) -> list[int]:
+        """Add ``count`` idle GPUs (a node joined); returns their ids."""
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        ids = list(range(self._next_id, self._next_id + count))
+        self._next_id += count
+        for g in ids:
+            self._gpus[g] = _Gpu()
+            bisect.insort(self._idle, g)
+        return ids
+
+    def remove_gpus(self, gpu_ids: list[int]) -> list[str]:
+        """Remove GPUs (a node left); returns the trials evicted from them (whole gangs too)."""
+        unknown = [g for g in gpu_ids if g not in self._gpus]
+        if unknown:
+            raise ValueError(f"unknown GPU ids {unknown}; pool has {self.gpu_ids}")
+        evicted = sorted({t for g in gpu_ids for t in self._gpus[g].shares})
+        for t in evicted:
+            self.release(t)
+        for g in gpu_ids:
+            del self._gpus[g]
+            self._idle.remove(g)
+        return evicted

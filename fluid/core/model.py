@@ -1,0 +1,106 @@
+"""The runtime model of a trial as a function of its width (paper section 4.2.2).
+
+A trial ``i`` has ``h_i1``, its remaining runtime on exactly one GPU. At width ``w``::
+
+    h_i(w) = h_i1 * alpha_i ** (1/w - 1)        0 < w < 1   (packed on a shared GPU)
+    h_i(w) = h_i1 / w * beta_i ** (w - 1)       1 <= w <= d (data-parallel gang)
+
+``alpha >= 1`` is the packing overhead and ``beta >= 1`` the scaling overhead. ``alpha = 1``
+means packing costs nothing (the GPU was mostly idle), ``beta = 1`` means linear scaling.
+
+Widths Fluid uses are ``1/k`` for ``2 <= k <= c`` (packed shares) and whole numbers
+``1 .. d`` (gangs). ``slowdown(w)`` is the factor ``f(w)`` with ``h_i(w) = h_i1 * f(w)``: a trial
+at width ``w`` completes one-GPU work at rate ``1 / f(w)``.
+
+Example:
+    >>> spec = TrialSpec("t0", runtime=30.0, beta=1.0)
+    >>> spec.runtime_at(3)
+    10.0
+    >>> TrialSpec("t1", runtime=4.0, alpha=1.5).runtime_at(0.5)
+    6.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+#: Widths closer than this are the same width (1/3 as a float, sums of shares).
+WIDTH_TOL = 1e-9
+
+
+def slowdown(w: float, alpha: float = 1.0, beta: float = 1.0) -> float:
+    """``f(w) = h_i(w) / h_i1`` for a trial with overheads ``alpha`` and ``beta``."""
+    if w <= 0:
+        raise ValueError(f"width must be > 0, got {w}")
+    if w < 1 - WIDTH_TOL:
+        return alpha ** (1.0 / w - 1.0)
+    return beta ** (w - 1.0) / w
+
+
+def is_packed(w: float) -> bool:
+    """A width below one GPU: the trial shares a GPU with others."""
+    return w < 1 - WIDTH_TOL
+
+
+def gpus_of(w: float) -> int:
+    """Whole GPUs a width occupies (0 for a packed share)."""
+    return 0 if is_packed(w) else int(round(w))
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """A trial as the policy sees it.
+
+    Attributes:
+        id: unique name within the group.
+        runtime: ``h_i1``, remaining runtime in seconds on exactly one GPU (> 0).
+        alpha: packing overhead ``alpha_i >= 1``.
+        beta: scaling overhead ``beta_i >= 1``.
+        c: most trials that may share a GPU with this one (``c_i >= 1``); ``None``: from policy.
+        d: most GPUs this trial may use (``d_i >= 1``); ``None``: from policy. ``d = 1``
+            for trainables that cannot run as a gang.
+        memory: peak GPU memory of one replica in GB; ``None`` when unknown (not checked).
+    """
+
+    id: str
+    runtime: float
+    alpha: float = 1.0
+    beta: float = 1.0
+    c: int | None = None
+    d: int | None = None
+    memory: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.runtime, (int, float)) and math.isfinite(self.runtime)):
+            raise ValueError(f"trial {self.id!r}: runtime must be a finite number > 0")
+        if self.runtime <= 0:
+            raise ValueError(f"trial {self.id!r}: runtime must be > 0, got {self.runtime}")
+        if not self.alpha >= 1:
+            raise ValueError(f"trial {self.id!r}: alpha must be >= 1, got {self.alpha}")
+        if not self.beta >= 1:
+            raise ValueError(f"trial {self.id!r}: beta must be >= 1, got {self.beta}")
+        if self.c is not None and self.c < 1:
+            raise ValueError(f"trial {self.id!r}: c must be >= 1, got {self.c}")
+        if self.d is not None and self.d < 1:
+            raise ValueError(f"trial {self.id!r}: d must be >= 1, got {self.d}")
+        if self.memory is not None and not self.memory > 0:
+            raise ValueError(f"trial {self.id!r}: memory must be > 0 GB, got {self.memory}")
+
+    def slowdown(self, w: float) -> float:
+        """``f(w)`` for this trial's ``alpha`` and ``beta``."""
+        return slowdown(w, self.alpha, self.beta)
+
+    def runtime_at(self, w: float) -> float:
+        """``h_i(w)``: remaining runtime at width ``w``."""
+        return self.runtime * self.slowdown(w)
+
+    def with_runtime(self, runtime: float) -> TrialSpec:
+        """The same trial with another remaining one-GPU runtime ``h_i1``."""
+        return replace(self, runtime=runtime)
+
+
+def allowed_widths(c: int, d: int, n: int | None = None) -> list[float]:
+    """Widths a trial may take, ascending: ``1/c, ..., 1/2`` then ``1, ..., min(d, n)``."""
+    top = d if n is None else min(d, max(n, 1))
+    return [1.0 / k for k in range(c, 1, -1)] + [float(w) for w in range(1, top + 1)]

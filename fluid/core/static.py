@@ -1,0 +1,159 @@
+"""StaticFluid (paper Algorithm 1): size and place a newly arrived TrialGroup.
+
+Widths follow water-filling: GPUs in proportion to each trial's one-GPU runtime ``h_i1``::
+
+    w_i = min(max(floor(h_i1 / sum_j h_j1 * n), 1/c_i), d_i)
+
+Trials are placed in non-increasing order of ``h_i1``; a trial that does not fit waits, and later
+trials that fit still start (list scheduling). Two deliberate departures from the paper's text
+(DESIGN.md "Known slips" 2 and 3):
+
+* ``n`` is the capacity this group can actually use (idle GPUs and free packed shares), not
+  every GPU of the cluster.
+* the floor can leave whole GPUs idle; when nobody waits, they are handed out one at a time to
+  the trial that would end last, as long as one more GPU makes it faster (``hand_out``).
+
+Example (the paper's Figure 5: 5 GPUs, ``h_1`` = 4, 4, 12, 30 s, c = 2, d = 4):
+    >>> from fluid.core.gpus import GpuPool
+    >>> trials = [TrialSpec(f"a{i}", h) for i, h in enumerate([4, 4, 12, 30], start=1)]
+    >>> plan = static_fluid(trials, GpuPool(5), PolicyConfig(c=2, d=4))
+    >>> plan.widths
+    {'a4': 3.0, 'a3': 1.0, 'a1': 0.5, 'a2': 0.5}
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from fluid.core.config import PolicyConfig
+from fluid.core.gpus import GpuPool
+from fluid.core.model import WIDTH_TOL, TrialSpec, is_packed
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A trial started (or restarted) at ``width`` on ``gpus``."""
+
+    trial_id: str
+    width: float
+    gpus: tuple[int, ...]
+
+
+@dataclass
+class StaticPlan:
+    """What StaticFluid decided for a group.
+
+    Attributes:
+        widths: planned width of every trial of the group (started or waiting).
+        started: trials placed now, in placement order.
+        waiting: trials that did not fit, in the order they should start.
+    """
+
+    widths: dict[str, float]
+    started: list[Assignment] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+
+
+def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> dict[str, float]:
+    """The widths of Algorithm 1, in non-increasing order of ``h_i1`` (ties: input order).
+
+    ``n`` is the capacity the group may use; gang widths are also capped at ``floor(n)``.
+    """
+    order = sorted(trials, key=lambda t: -t.runtime)
+    total = sum(t.runtime for t in order)
+    whole = int(math.floor(n + WIDTH_TOL))
+    widths: dict[str, float] = {}
+    for t in order:
+        share = t.runtime / total * n if total > 0 else 0.0
+        c, d = config.c_of(t), config.d_of(t, whole)
+        widths[t.id] = float(min(max(math.floor(share + WIDTH_TOL), 1.0 / c), d))
+    return widths
+
+
+def start_in_order(
+    queue: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
+) -> tuple[list[Assignment], list[tuple[TrialSpec, float]]]:
+    """List scheduling: place each ``(trial, width)`` that fits, in order; the rest wait.
+
+    Updates ``pool`` in place. Returns the started assignments and the still-waiting queue.
+    """
+    started: list[Assignment] = []
+    waiting: list[tuple[TrialSpec, float]] = []
+    for spec, width in queue:
+        gpus = None
+        # Once nothing is left, stop asking the pool (10,000-trial groups on 8 GPUs).
+        if pool.idle_count() or pool.free_capacity() > WIDTH_TOL:
+            gpus = pool.place(spec.id, width, config.c_of(spec), spec.memory)
+        if gpus is None:
+            waiting.append((spec, width))
+        else:
+            started.append(Assignment(spec.id, width, gpus))
+    return started, waiting
+
+
+def _next_width(width: float) -> float:
+    return 1.0 if is_packed(width) else width + 1.0
+
+
+def hand_out(
+    candidates: Sequence[tuple[TrialSpec, float, float]],
+    pool: GpuPool,
+    config: PolicyConfig,
+) -> dict[str, float]:
+    """Give idle whole GPUs, one at a time, to the trial that would end last.
+
+    ``candidates`` are ``(trial, current width, cost of resizing it)``: ``eps`` for a running
+    trial, 0 for one being started or already being resized. A trial grows to its next width
+    (a packed share becomes one GPU, a gang gets one more) only if
+    ``h_i(w_next) + cost < h_i(w)``, never past ``d_i``. Gangs keep their GPUs and add one.
+    Updates ``pool``; returns ``{trial id: new width}`` for the trials that grew.
+    """
+    grown: dict[str, float] = {}
+    heap = [(-spec.runtime_at(w), i) for i, (spec, w, _) in enumerate(candidates)]
+    heapq.heapify(heap)
+    width = {spec.id: w for spec, w, _ in candidates}
+    cost = {spec.id: k for spec, _, k in candidates}
+    whole = pool.n
+    while heap and pool.idle_count():
+        _, i = heapq.heappop(heap)
+        spec = candidates[i][0]
+        w = width[spec.id]
+        nxt = _next_width(w)
+        if nxt > config.d_of(spec, whole) or not (
+            spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL
+        ):
+            continue
+        moved = (
+            pool.move(spec.id, nxt, config.c_of(spec), spec.memory)
+            if is_packed(w)
+            else pool.grow_gang(spec.id, 1)
+        )
+        if moved is None:
+            continue
+        width[spec.id] = nxt
+        cost[spec.id] = 0.0  # one resize covers any number of extra GPUs
+        grown[spec.id] = nxt
+        heapq.heappush(heap, (-spec.runtime_at(nxt), i))
+    return grown
+
+
+def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfig) -> StaticPlan:
+    """Algorithm 1 on the GPUs of ``pool`` that are free; updates ``pool`` in place."""
+    ids = [t.id for t in trials]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"duplicate trial ids: {dup}")
+    if not trials:
+        return StaticPlan(widths={})
+    widths = water_fill(trials, pool.free_capacity(), config)
+    by_id = {t.id: t for t in trials}
+    queue = [(by_id[i], w) for i, w in widths.items()]
+    started, waiting = start_in_order(queue, pool, config)
+    if not waiting:
+        grown = hand_out([(by_id[a.trial_id], a.width, 0.0) for a in started], pool, config)
+        widths.update(grown)
+        started = [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
+    return StaticPlan(widths=widths, started=started, waiting=[s.id for s, _ in waiting])
