@@ -1,0 +1,57 @@
+"""HyperBand, HyperBandForBOHB and SyncBOHB with TrialGroups at every rung."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import HyperBandForBOHB as _RayHyperBandForBOHB
+from ray.tune.schedulers import HyperBandScheduler as _RayHyperBandScheduler
+
+from fluid.tune._group import TrialGroupMixin
+
+
+class _RungGroups(TrialGroupMixin):
+    """Declares a bracket's first rung as trials arrive and every rung's survivors after it."""
+
+    def _bracket_label(self, bracket: Any) -> str:
+        return f"bracket {id(bracket) % 10_000:04d} r={bracket._cumul_r}"
+
+    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        super().on_trial_add(tune_controller, trial)
+        bracket, _ = self._trial_info[trial]
+        self.new_trial_group([trial], bracket._cumul_r, self._bracket_label(bracket))
+
+    def _process_bracket(self, tune_controller: Any, bracket: Any) -> str:
+        milestone = bracket._cumul_r
+        action = super()._process_bracket(tune_controller, bracket)
+        if bracket._cumul_r != milestone:  # a rung was halved: its survivors go on together
+            survivors = [
+                t
+                for t in bracket.current_trials()
+                if t.status not in (Trial.TERMINATED, Trial.ERROR) and bracket.continue_trial(t)
+            ]
+            if survivors:
+                self.new_trial_group(survivors, bracket._cumul_r, self._bracket_label(bracket))
+        return action
+
+
+class HyperBandScheduler(_RungGroups, _RayHyperBandScheduler):
+    """Ray's ``HyperBandScheduler`` (synchronous successive halving) with TrialGroups."""
+
+
+class HyperBandForBOHB(_RungGroups, _RayHyperBandForBOHB):
+    """Ray's ``HyperBandForBOHB`` (semi-asynchronous) with TrialGroups; use with ``TuneBOHB``."""
+
+
+class SyncBOHB(_RungGroups, _RayHyperBandForBOHB):
+    """Synchronous BOHB: every rung waits for all its trials; configs from BOHB's model.
+
+    Ray's ``HyperBandForBOHB`` processes an unfilled bracket whenever no trial runs, so a rung
+    may be halved before all its trials are in. ``SyncBOHB`` keeps BOHB's bracket filling and
+    searcher hand-shake but chooses trials like the synchronous ``HyperBandScheduler``.
+    Use with ``ray.tune.search.bohb.TuneBOHB``.
+    """
+
+    def choose_trial_to_run(self, tune_controller: Any, allow_recurse: bool = True) -> Trial | None:
+        return _RayHyperBandScheduler.choose_trial_to_run(self, tune_controller)

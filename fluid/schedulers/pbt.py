@@ -1,0 +1,34 @@
+"""Population Based Training with the population as a TrialGroup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import PopulationBasedTraining as _RayPBT
+
+from fluid.tune._group import TrialGroupMixin
+
+GROUP = "population"
+
+
+class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
+    """Ray's ``PopulationBasedTraining`` with the population as one TrialGroup.
+
+    A trial's budget is its next perturbation: ``last_perturbation_time`` plus the
+    perturbation interval (with ``time_attr="training_iteration"``).
+    """
+
+    def _until(self, trial: Trial) -> int:
+        state = self._trial_state[trial]
+        return int(state.last_perturbation_time + self._perturbation_interval)
+
+    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        super().on_trial_add(tune_controller, trial)
+        self.new_trial_group([trial], self._until(trial), GROUP)
+
+    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
+        action = super().on_trial_result(tune_controller, trial, result)
+        if trial in self._trial_state:
+            self.new_trial_group([trial], self._until(trial), GROUP)
+        return action

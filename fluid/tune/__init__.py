@@ -1,0 +1,34 @@
+"""``from fluid import tune``: Ray Tune, with Fluid's ``run`` and ``FluidExecutor``.
+
+Everything of ``ray.tune`` is here under the same names, so a script changes one import::
+
+    from fluid import tune
+    tune.run(train, config=..., trial_executor=tune.FluidExecutor())
+
+``run`` accepts ``trial_executor=FluidExecutor(...)`` (the argument Ray removed in 2.7) and
+combines it with ``scheduler=``. ``ray.tune.Tuner`` works too:
+``TuneConfig(scheduler=FluidExecutor(base_scheduler))``.
+"""
+
+from ray.tune import *  # noqa: F403  (this module is ray.tune plus Fluid)
+from ray.tune import __all__ as _ray_tune_all
+
+from fluid.tune._executor import FluidConfigError, FluidExecutor, RayResourceView, ResourceView
+from fluid.tune._group import TrialGroup, TrialGroupMixin
+from fluid.tune._run import run
+from fluid.tune._shapes import ElasticTrainable, describe, shape_for, width_of
+
+__all__ = [
+    *[name for name in _ray_tune_all if name != "run"],
+    "ElasticTrainable",
+    "FluidConfigError",
+    "FluidExecutor",
+    "RayResourceView",
+    "ResourceView",
+    "TrialGroup",
+    "TrialGroupMixin",
+    "describe",
+    "run",
+    "shape_for",
+    "width_of",
+]

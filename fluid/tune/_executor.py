@@ -1,0 +1,750 @@
+"""FluidExecutor: Fluid inside Ray Tune, as a ``TrialScheduler`` that wraps any other.
+
+How it steers Tune (the mechanism of DESIGN.md section 3, checked on Ray 2.60):
+
+* **hold**: every new trial is set PAUSED in ``on_trial_add``, so the controller never starts it
+  on its own;
+* **release with a shape**: ``choose_trial_to_run`` gives a held trial its placement group
+  (``trial.update_resources``) and returns it;
+* **resize**: ``on_trial_result`` returns PAUSE after a result that carried a checkpoint; Tune
+  saves and stops the actor; the trial is released again with its new shape and restores.
+
+The base scheduler keeps deciding *what* runs: it sees every trial with the status it expects
+(a held trial looks PENDING to it, a trial paused for a resize looks RUNNING), and a held trial
+starts only when the base would have started it. All planning happens in
+``choose_trial_to_run`` (once per controller step); the other hooks record what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from fluid.core import (
+    C_MAX,
+    O_TH,
+    S_TH,
+    GpuPool,
+    PolicyConfig,
+    RunningTrial,
+    TrialSpec,
+    dynamic_fluid,
+    slowdown,
+    start_in_order,
+    static_fluid,
+)
+from fluid.tune._group import TrialGroup
+from fluid.tune._shapes import cpus_of, describe, is_elastic_class, shape_for, width_of
+
+logger = logging.getLogger("fluid")
+
+#: Seconds a resize is assumed to cost until one has been measured.
+DEFAULT_EPS = 5.0
+#: Per-iteration one-GPU time assumed for a trial before any trial has reported.
+DEFAULT_ITERATION_TIME = 1.0
+#: Most held trials asked of the base scheduler per step (bounds work with huge groups).
+_ELIGIBLE_SCAN = 256
+_STATE_FILE = "fluid_state.json"
+
+
+class ResourceView(Protocol):
+    """Where FluidExecutor reads the cluster's GPU count (injected so a simulator can drive it)."""
+
+    def gpus(self) -> float:
+        """GPUs of the live nodes."""
+        ...
+
+
+class RayResourceView:
+    """GPU count of the live Ray cluster, read at most once every ``refresh_s`` seconds."""
+
+    def __init__(self, clock: Callable[[], float], refresh_s: float = 1.0) -> None:
+        self._clock, self._refresh_s = clock, refresh_s
+        self._at, self._gpus = -math.inf, 0.0
+
+    def gpus(self) -> float:
+        now = self._clock()
+        if now - self._at >= self._refresh_s:
+            import ray
+
+            self._gpus, self._at = float(ray.cluster_resources().get("GPU", 0.0)), now
+        return self._gpus
+
+
+class FluidConfigError(ValueError):
+    """A FluidExecutor option or the experiment it runs cannot work; the message says why."""
+
+
+@dataclass
+class _Record:
+    trial: Trial
+    group: int
+    until: int | None
+    phase: str = "held"  # held, queued, ready, running, resizing, paused, done
+    base_status: str = Trial.PENDING  # what the base scheduler believes while we hold it
+    iteration: int = 0
+    width: float | None = None  # width held in the GPU mirror (the target while resizing)
+    actual: float | None = None  # width the trial runs at now
+    samples: deque = field(default_factory=lambda: deque(maxlen=5))
+    fresh_start: bool = True
+    checkpoints: bool = False
+    resize_at: float | None = None
+    resizes: int = 0
+    cpus: float = 1.0  # CPUs of the trainable's bundle (what the trial first asked for)
+    shapes: list = field(default_factory=list)  # [(clock time, width)] for timelines
+
+
+class FluidExecutor(TrialScheduler):
+    """Runs a Tune experiment under Fluid: packed, single-GPU and gang trials sized per group.
+
+    Args:
+        base_scheduler: the tuning algorithm's scheduler (``None``: FIFO). Fluid's adapted
+            schedulers in ``fluid.schedulers`` declare TrialGroups; any other scheduler works
+            with one rolling group whose budgets come from the stop criteria.
+        alpha: packing overhead ``alpha >= 1`` of every trial until measured.
+        beta: scaling overhead ``beta >= 1`` of every trial until measured.
+        c: most trials per GPU (``None``: derived from ``alpha`` with ``o_th``).
+        d: most GPUs per trial (``None``: derived from ``beta`` with ``s_th``). Trainables that
+            are not elastic (``fluid.train.elastic``) always get ``d = 1``.
+        eps: seconds one resize costs (``None``: measured, ``DEFAULT_EPS`` until measured).
+        o_th: ``O_th``, least marginal benefit to pack one more trial on a GPU.
+        s_th: least marginal benefit to add one more worker to a gang.
+        c_max: most trials on one GPU whatever is measured.
+        gpu_memory: GB of one GPU; with ``trial_memory`` packing never exceeds it.
+        trial_memory: GB one trial needs on a GPU (``None``: from reported
+            ``fluid_peak_gpu_memory`` once known, else unchecked).
+        max_outstanding: most trials a model-based searcher (HyperOpt, BOHB, ...) may have held
+            or running at once, so its suggestions learn from results. ``None``: twice the GPUs.
+        cpus_per_trial: CPUs of the trainable's own bundle (``None``: what the trial asked for).
+        cpus_per_worker: CPUs of each gang worker's bundle.
+        elastic: ``True`` treats every trainable as gang-capable, ``False`` none; ``None``
+            (default) asks the trainable (``fluid.train.elastic`` marks it).
+        default_iteration_time: seconds per iteration on one GPU assumed before any trial
+            reported (only the ratios between trials matter, so budgets decide at first).
+        clock: monotonic clock in seconds (injected by the simulator).
+        resources: where the cluster's GPU count is read (injected by the simulator).
+
+    Example:
+        >>> from ray import tune
+        >>> from fluid import FluidExecutor
+        >>> from fluid.schedulers import ASHAScheduler
+        >>> scheduler = FluidExecutor(ASHAScheduler(max_t=10), cpus_per_trial=0.5)
+    """
+
+    _supports_buffered_results = False  # a PAUSE must land right after the result it follows
+
+    def __init__(
+        self,
+        base_scheduler: TrialScheduler | None = None,
+        *,
+        alpha: float = 1.0,
+        beta: float = 1.0,
+        c: int | None = None,
+        d: int | None = None,
+        eps: float | None = None,
+        o_th: float = O_TH,
+        s_th: float = S_TH,
+        c_max: int = C_MAX,
+        gpu_memory: float | None = None,
+        trial_memory: float | None = None,
+        max_outstanding: int | None = None,
+        cpus_per_trial: float | None = None,
+        cpus_per_worker: float = 1.0,
+        elastic: bool | None = None,
+        default_iteration_time: float = DEFAULT_ITERATION_TIME,
+        clock: Callable[[], float] | None = None,
+        resources: ResourceView | None = None,
+    ) -> None:
+        super().__init__()
+        self._records: dict[str, _Record] = {}
+        checks = [
+            ("alpha", alpha, alpha >= 1, ">= 1"),
+            ("beta", beta, beta >= 1, ">= 1"),
+            ("eps", eps, eps is None or eps >= 0, ">= 0 seconds or None"),
+            ("trial_memory", trial_memory, trial_memory is None or trial_memory > 0, "> 0 GB"),
+            ("max_outstanding", max_outstanding, max_outstanding is None or max_outstanding >= 1,
+             ">= 1 or None"),
+            ("cpus_per_trial", cpus_per_trial, cpus_per_trial is None or cpus_per_trial >= 0,
+             ">= 0 or None"),
+            ("cpus_per_worker", cpus_per_worker, cpus_per_worker >= 0, ">= 0"),
+            ("default_iteration_time", default_iteration_time, default_iteration_time > 0, "> 0"),
+        ]
+        for name, value, ok, allowed in checks:
+            if not ok:
+                raise FluidConfigError(f"{name} must be {allowed}, got {value!r}")
+        try:
+            self._policy = PolicyConfig(
+                c=c, d=d, eps=0.0, o_th=o_th, s_th=s_th, c_max=c_max, gpu_memory=gpu_memory
+            )
+        except ValueError as e:
+            raise FluidConfigError(str(e)) from None
+        self.set_base(base_scheduler or FIFOScheduler())
+        self.alpha, self.beta = alpha, beta
+        self.fixed_eps, self.trial_memory = eps, trial_memory
+        self.max_outstanding = max_outstanding
+        self.cpus_per_trial, self.cpus_per_worker = cpus_per_trial, cpus_per_worker
+        self.elastic, self.default_iteration_time = elastic, default_iteration_time
+        self._clock = clock or time.monotonic
+        self._resources = resources
+        self._records: dict[str, _Record] = {}
+        self._groups: dict[int, TrialGroup] = {}
+        self._queue: list[str] = []  # planned, waiting for capacity, in start order
+        self._ready: list[str] = []  # placed in the mirror, to be returned to Tune
+        self._pool: GpuPool | None = None
+        self._gpus = 0.0
+        self._dirty = True
+        self._replan_groups: set[int] = set()
+        self._eps_samples: deque = deque(maxlen=10)
+        self._checked = False
+        self._state_dir: str | None = None
+        self._restored: dict[str, Any] = {}
+        self._saved_at = -math.inf
+        self.hook_seconds = 0.0  # time spent in Fluid's hooks (its overhead on the driver)
+        self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
+
+    # ------------------------------------------------------------------ configuration
+    def set_base(self, base_scheduler: TrialScheduler) -> None:
+        """Wrap another base scheduler (before the experiment starts)."""
+        if not isinstance(base_scheduler, TrialScheduler) or isinstance(
+            base_scheduler, FluidExecutor
+        ):
+            raise FluidConfigError(
+                "base_scheduler must be a ray.tune TrialScheduler other than FluidExecutor, "
+                f"got {type(base_scheduler).__name__}"
+            )
+        if self._records:
+            raise FluidConfigError("the base scheduler cannot change once trials were added")
+        self.base = base_scheduler
+        # TrialGroupMixin schedulers declare groups through this back-reference.
+        self.base._fluid_executor = self
+
+    @property
+    def eps(self) -> float:
+        """``eps``: the resize cost in seconds, as given or as measured (median)."""
+        if self.fixed_eps is not None:
+            return self.fixed_eps
+        return statistics.median(self._eps_samples) if self._eps_samples else DEFAULT_EPS
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        return self.base.set_search_properties(metric, mode, **spec)
+
+    @property
+    def metric(self) -> str | None:
+        return self.base.metric
+
+    def _first_contact(self, tc: Any) -> None:
+        """Checks that need the controller: run once, at the first trial."""
+        if self._checked:
+            return
+        self._checked = True
+        controller = getattr(tc, "_tune_controller", tc)
+        if getattr(controller, "_reuse_actors", False):
+            raise FluidConfigError(
+                "reuse_actors=True cannot be used with FluidExecutor: every trial gets its own "
+                "placement group shape; pass reuse_actors=False"
+            )
+        if self._resources is None:
+            self._resources = RayResourceView(self._clock)
+        self._gpus = self._resources.gpus()
+        if self._gpus <= 0:
+            raise FluidConfigError(
+                "the Ray cluster has no GPUs; FluidExecutor sizes trials in GPUs (on a machine "
+                "without GPUs, start Ray with logical ones: ray.init(num_gpus=N))"
+            )
+        self._pool = GpuPool(int(math.floor(self._gpus)), self._policy.gpu_memory)
+        self._install_outstanding_limit(tc)
+        self._state_dir = self._experiment_dir(controller)
+        self._restored = self._load_state()
+
+    # ------------------------------------------------------------------ TrialGroups
+    def add_group(self, group: TrialGroup) -> None:
+        """Declare a TrialGroup (what ``TrialGroupMixin.new_trial_group`` calls).
+
+        A group with the name of an existing one joins it (a HyperBand rung filling up as its
+        trials arrive, ASHA's rolling group); budgets of trials already known are updated.
+        """
+        gid = next((g for g in reversed(self._groups) if group.name and
+                    self._groups[g].name == group.name), None)
+        if gid is None:
+            gid = len(self._groups)
+            self._groups[gid] = TrialGroup([], {}, group.name)
+            logger.info("Fluid: new TrialGroup %d %r", gid, group.name)
+        target = self._groups[gid]
+        changed = False
+        for t in group.trials:
+            if t.trial_id not in target.until:
+                target.trials.append(t)
+            target.until[t.trial_id] = group.until[t.trial_id]
+            rec = self._records.get(t.trial_id)
+            if rec is not None and (rec.group, rec.until) != (gid, group.until[t.trial_id]):
+                rec.group, rec.until = gid, group.until[t.trial_id]
+                changed = True
+        if changed:
+            self._replan_groups.add(gid)
+            self._dirty = True
+
+    def _group_of_new(self, trial: Trial) -> tuple[int, int | None]:
+        for gid in sorted(self._groups, reverse=True):
+            if trial.trial_id in self._groups[gid].until:
+                return gid, self._groups[gid].until[trial.trial_id]
+        # Not declared by the algorithm: one rolling group, budgets from the stop criteria.
+        until = _stop_iteration(trial)
+        self.add_group(TrialGroup([trial], {trial.trial_id: until or 0}, "rolling"))
+        gid = max(g for g in self._groups if self._groups[g].name == "rolling")
+        return gid, until
+
+    # ------------------------------------------------------------------ base view
+    @contextmanager
+    def _base_view(self, extra: dict[str, str] | None = None) -> Iterator[None]:
+        """Show the base scheduler every held trial with the status it expects."""
+        shown: list[tuple[Trial, str, str]] = []
+        for rec in self._records.values():
+            want = rec.base_status if rec.phase != "resizing" else Trial.RUNNING
+            if rec.phase in ("held", "queued", "ready", "resizing") and rec.trial.status != want:
+                shown.append((rec.trial, rec.trial.status, want))
+        for trial, status in (extra or {}).items():
+            rec = self._records[trial]
+            shown.append((rec.trial, rec.trial.status, status))
+        for trial, _real, want in shown:
+            trial.status = want
+        try:
+            yield
+        finally:
+            for trial, real, want in shown:
+                if trial.status == want:  # the base may have stopped it meanwhile
+                    trial.status = real
+
+    def _eligible(self, tc: Any) -> list[_Record]:
+        """Held or base-paused trials the base scheduler would start now."""
+        waiting = [r for r in self._records.values() if r.phase in ("held", "paused")]
+        if not waiting:
+            return []
+        if type(self.base) is FIFOScheduler:
+            return waiting  # FIFO starts everything, in order: no need to ask
+        masked: dict[str, str] = {}
+        found: list[_Record] = []
+        for _ in range(min(len(waiting), _ELIGIBLE_SCAN)):
+            with self._base_view(masked):
+                trial = self.base.choose_trial_to_run(tc)
+            rec = self._records.get(trial.trial_id) if trial is not None else None
+            if rec is None or rec.phase not in ("held", "paused"):
+                break
+            found.append(rec)
+            masked[trial.trial_id] = Trial.RUNNING  # so the next call returns another
+        return found
+
+    # ------------------------------------------------------------------ hooks
+    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        t0 = time.perf_counter()
+        self._first_contact(tune_controller)
+        self._check_fits(trial)
+        rec = self._records.get(trial.trial_id)
+        if rec is None:
+            self.base.on_trial_add(tune_controller, trial)
+            gid, until = self._group_of_new(trial)
+            rec = _Record(trial, gid, until, cpus=cpus_of(trial.placement_group_factory))
+            saved = self._restored.get(trial.trial_id)
+            if saved:
+                rec.samples.extend(saved.get("samples", []))
+                rec.checkpoints = saved.get("checkpoints", False)
+            self._records[trial.trial_id] = rec
+        else:  # Tune re-queues a trial after a failure it will retry
+            self._release(rec)
+            rec.resize_at = None
+        rec.iteration = int(trial.last_result.get("training_iteration", 0) or 0)
+        rec.phase, rec.base_status, rec.fresh_start = "held", Trial.PENDING, True
+        if trial.status == Trial.PENDING:
+            trial.set_status(Trial.PAUSED)
+        self._dirty = True
+        self.hook_seconds += time.perf_counter() - t0
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        t0 = time.perf_counter()
+        try:
+            self._sync_cluster()
+            if self._dirty:
+                self._plan(tune_controller)
+            for tid in list(self._ready):
+                rec = self._records[tid]
+                if rec.phase not in ("ready", "resizing"):
+                    self._ready.remove(tid)
+                elif rec.trial.status == Trial.PAUSED:  # a resizing trial: once Tune saved it
+                    self._ready.remove(tid)
+                    return self._release_to_tune(rec)
+            return None
+        finally:
+            self.hook_seconds += time.perf_counter() - t0
+
+    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
+        t0 = time.perf_counter()
+        rec = self._records[trial.trial_id]
+        now = self._clock()
+        rec.iteration = int(result.get("training_iteration", rec.iteration + 1))
+        dt = result.get("time_this_iter_s")
+        if rec.resize_at is not None:  # first result after a resize: what it cost
+            expected = self._iteration_time(rec) * self._slowdown(rec.actual)
+            self._eps_samples.append(max(0.0, now - rec.resize_at - expected))
+            rec.resize_at = None
+        elif dt is not None and rec.actual and (not rec.fresh_start or not rec.samples):
+            rec.samples.append(float(dt) / self._slowdown(rec.actual))
+            if len(rec.samples) == 1:
+                self._replan_groups.add(rec.group)  # first measurement: a profiling round
+                self._dirty = True
+        rec.fresh_start = False
+        rec.phase = "running"
+        checkpointed = bool(result.get("should_checkpoint")) or not _is_function(trial)
+        rec.checkpoints = rec.checkpoints or checkpointed
+        with self._base_view():
+            decision = self.base.on_trial_result(tune_controller, trial, result)
+        if decision == TrialScheduler.CONTINUE and rec.width != rec.actual and checkpointed:
+            rec.phase, rec.resize_at = "resizing", now
+            rec.resizes += 1
+            self._ready.append(trial.trial_id)
+            logger.info(
+                "Fluid: resizing %s from %s to %s", trial, describe(rec.actual), describe(rec.width)
+            )
+            decision = TrialScheduler.PAUSE
+        elif decision == TrialScheduler.PAUSE:  # the base pauses it (e.g. at a rung)
+            self._release(rec)
+            rec.phase, rec.base_status = "paused", Trial.PAUSED
+            self._dirty = True
+        self._save_state()
+        self.hook_seconds += time.perf_counter() - t0
+        return decision
+
+    def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
+        self._depart(trial)
+        with self._base_view():
+            self.base.on_trial_complete(tune_controller, trial, result)
+
+    def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
+        self._depart(trial)
+        with self._base_view():
+            self.base.on_trial_error(tune_controller, trial)
+
+    def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
+        self._depart(trial)
+        with self._base_view():
+            self.base.on_trial_remove(tune_controller, trial)
+
+    def debug_string(self) -> str:
+        counts: dict[str, int] = {}
+        for rec in self._records.values():
+            if rec.phase in ("running", "ready", "resizing"):
+                key = describe(rec.width)
+                counts[key] = counts.get(key, 0) + 1
+        shapes = ", ".join(f"{n} x {k}" for k, n in sorted(counts.items())) or "none"
+        live = [g for g in self._groups.values() if g.name != "rolling" or g.trials]
+        current = live[-1].name if live else "-"
+        return (
+            f"Fluid: {self._gpus:g} GPUs, running {shapes}; queued {len(self._queue)}; "
+            f"resizes {sum(r.resizes for r in self._records.values())}, eps {self.eps:.2f}s; "
+            f"TrialGroup {current!r}.\n{self.base.debug_string()}"
+        )
+
+    def trial_shape(self, trial_id: str) -> str:
+        """Human-readable current shape of a trial (``'0.5 GPU'``, ``'gang of 3 GPU'``)."""
+        rec = self._records.get(trial_id)
+        return describe(rec.actual if rec else None)
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "w") as f:
+            json.dump(self._state(), f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path) as f:
+            self._restored = json.load(f).get("trials", {})
+
+    # ------------------------------------------------------------------ planning
+    def _plan(self, tc: Any) -> None:
+        self._dirty = False
+        assert self._pool is not None
+        cfg = self._policy
+        # Older groups' waiting trials first, then newly eligible ones.
+        queued = [self._records[i] for i in self._queue]
+        started, waiting = start_in_order([(self._spec(r), r.width) for r in queued], self._pool, cfg)
+        self._queue = [s.id for s, _ in waiting]
+        self._mark_ready([a.trial_id for a in started])
+        for gid, recs in _by_group(self._eligible(tc)).items():
+            plan = static_fluid([self._spec(r) for r in recs], self._pool, cfg)
+            for rec in recs:
+                rec.width = plan.widths[rec.trial.trial_id]
+                rec.phase = "queued"
+            self._mark_ready([a.trial_id for a in plan.started])
+            self._queue += plan.waiting
+            self._log_plan("static", gid, plan.widths)
+        if self._queue or self._ready:
+            return
+        for gid in sorted(self._replan_groups):
+            self._dynamic(gid, cfg)
+        self._replan_groups.clear()
+
+    def _dynamic(self, gid: int, cfg: PolicyConfig) -> None:
+        assert self._pool is not None
+        live = [
+            r for r in self._records.values()
+            if r.group == gid and r.phase in ("running", "resizing") and r.width is not None
+        ]
+        if not live:
+            return
+        running = [
+            RunningTrial(self._spec(r), r.width, r.checkpoints and r.phase == "running")
+            for r in live
+        ]
+        plan = dynamic_fluid(running, [], self._pool, replace(cfg, eps=self.eps))
+        for z in plan.resized:
+            self._records[z.trial_id].width = z.new_width
+        if plan.resized:
+            self._log_plan("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
+
+    def _mark_ready(self, ids: list[str]) -> None:
+        for i in ids:
+            self._records[i].phase = "ready"
+            self._ready.append(i)
+
+    def _release_to_tune(self, rec: _Record) -> Trial:
+        assert rec.width is not None
+        cpus = rec.cpus if self.cpus_per_trial is None else self.cpus_per_trial
+        if rec.trial.checkpoint is not None:
+            _push_trial_logs(rec.trial)
+        rec.trial.update_resources(shape_for(rec.width, cpus, self.cpus_per_worker))
+        rec.actual = rec.width
+        rec.fresh_start = True
+        rec.shapes.append((self._clock(), rec.width))
+        if rec.phase != "resizing":
+            rec.phase = "running"
+        rec.base_status = Trial.RUNNING
+        logger.info("Fluid: starting %s on %s", rec.trial, describe(rec.width))
+        return rec.trial
+
+    def _release(self, rec: _Record) -> None:
+        if self._pool is not None:
+            self._pool.release(rec.trial.trial_id)
+        if rec.trial.trial_id in self._queue:
+            self._queue.remove(rec.trial.trial_id)
+        if rec.trial.trial_id in self._ready:
+            self._ready.remove(rec.trial.trial_id)
+        rec.width = rec.actual = None
+
+    def _depart(self, trial: Trial) -> None:
+        rec = self._records.get(trial.trial_id)
+        if rec is None:
+            return
+        self._release(rec)
+        rec.phase = "done"
+        rec.shapes.append((self._clock(), None))
+        self._replan_groups.add(rec.group)
+        self._dirty = True
+        self._save_state(force=True)
+
+    def _sync_cluster(self) -> None:
+        """A resource change (node joined or left) re-plans with the GPUs there are now."""
+        if self._pool is None or self._resources is None:
+            return
+        gpus = self._resources.gpus()
+        if gpus == self._gpus:
+            return
+        n_new = int(math.floor(gpus))
+        logger.info("Fluid: cluster GPUs changed from %g to %g", self._gpus, gpus)
+        self._gpus = gpus
+        if n_new > self._pool.n:
+            self._pool.add_gpus(n_new - self._pool.n)
+        elif n_new < self._pool.n:
+            # Take away idle GPUs first; trials on lost GPUs fail in Ray and come back
+            # through Tune's retry (on_trial_add), which re-queues them.
+            idle = [g for g in reversed(self._pool.gpu_ids) if g not in self._pool.placement()]
+            gone = idle[: self._pool.n - n_new]
+            busy = [g for g in reversed(self._pool.gpu_ids) if g not in gone]
+            gone += busy[: self._pool.n - n_new - len(gone)]
+            for tid in self._pool.remove_gpus(gone):
+                rec = self._records[tid]
+                rec.width = None
+                if rec.phase in ("ready", "queued"):
+                    rec.phase = "held"
+        self._replan_groups.update(r.group for r in self._records.values() if r.phase == "running")
+        self._dirty = True
+
+    # ------------------------------------------------------------------ estimates
+    def _slowdown(self, width: float | None) -> float:
+        return slowdown(width, self.alpha, self.beta) if width else 1.0
+
+    def _iteration_time(self, rec: _Record) -> float:
+        if rec.samples:
+            return statistics.median(rec.samples)
+        known = [statistics.median(r.samples) for r in self._records.values() if r.samples]
+        return statistics.mean(known) if known else self.default_iteration_time
+
+    def _spec(self, rec: _Record) -> TrialSpec:
+        """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time."""
+        until = rec.until if rec.until is not None else self._default_until(rec)
+        left = max(1, until - rec.iteration)
+        d = None if self._is_elastic(rec.trial) else 1
+        memory = self.trial_memory
+        peak = rec.trial.last_result.get("fluid_peak_gpu_memory") if rec.trial.last_result else None
+        if memory is None and peak:
+            memory = float(peak) / 2**30
+        return TrialSpec(
+            rec.trial.trial_id, left * self._iteration_time(rec), self.alpha, self.beta,
+            d=d, memory=memory if self._policy.gpu_memory else None,
+        )
+
+    def _default_until(self, rec: _Record) -> int:
+        known = [r.until for r in self._records.values() if r.until is not None]
+        return max(known) if known else rec.iteration + 1
+
+    def _is_elastic(self, trial: Trial) -> bool:
+        if self.elastic is not None:
+            return self.elastic
+        try:
+            return is_elastic_class(trial.get_trainable_cls())
+        except Exception:  # an unregistered trainable cannot be a gang
+            return False
+
+    def _check_fits(self, trial: Trial) -> None:
+        asked = width_of(trial.placement_group_factory)
+        if asked > self._gpus:
+            raise FluidConfigError(
+                f"trial {trial} asks for {asked:g} GPUs but the cluster has {self._gpus:g}"
+            )
+
+    # ------------------------------------------------------------------ outstanding trials
+    def _install_outstanding_limit(self, tc: Any) -> None:
+        search_alg = getattr(tc, "search_alg", None)
+        searcher = getattr(search_alg, "searcher", None)
+        if searcher is None or isinstance(searcher, _OutstandingLimit):
+            return  # grid/random search (BasicVariantGenerator) makes whole groups at once
+        bound = self.max_outstanding or max(2, int(2 * self._gpus))
+        search_alg.searcher = _OutstandingLimit(searcher, self, bound)
+
+    def outstanding(self) -> int:
+        """Trials held or running: what a model-based searcher has in flight."""
+        return sum(r.phase in ("held", "queued", "ready", "running", "resizing")
+                   for r in self._records.values())
+
+    # ------------------------------------------------------------------ state
+    def _experiment_dir(self, controller: Any) -> str | None:
+        storage = getattr(controller, "_storage", None)
+        path = getattr(storage, "experiment_driver_staging_path", None)
+        return str(path) if path else None
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "eps_samples": list(self._eps_samples),
+            "trials": {
+                tid: {"samples": list(r.samples), "checkpoints": r.checkpoints,
+                      "resizes": r.resizes, "iteration": r.iteration}
+                for tid, r in self._records.items()
+            },
+        }
+
+    def _save_state(self, force: bool = False) -> None:
+        # Throttled: with thousands of trials, a write per result would dominate the driver.
+        if not self._state_dir or (not force and self._clock() - self._saved_at < 2.0):
+            return
+        self._saved_at = self._clock()
+        path = os.path.join(self._state_dir, _STATE_FILE)
+        try:
+            os.makedirs(self._state_dir, exist_ok=True)
+            with open(path + ".tmp", "w") as f:
+                json.dump(self._state(), f)
+            os.replace(path + ".tmp", path)
+        except OSError as e:  # state is an optimisation; never fail a run over it
+            logger.debug("Fluid: could not save state to %s: %s", path, e)
+
+    def _load_state(self) -> dict[str, Any]:
+        if not self._state_dir:
+            return {}
+        path = os.path.join(self._state_dir, _STATE_FILE)
+        try:
+            with open(path) as f:
+                state = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        self._eps_samples.extend(state.get("eps_samples", []))
+        logger.info("Fluid: restored measurements of %d trials", len(state.get("trials", {})))
+        return state.get("trials", {})
+
+    def _log_plan(self, kind: str, gid: int, widths: dict[str, float]) -> None:
+        entry = {"time": self._clock(), "kind": kind, "group": gid,
+                 "widths": {k: v for k, v in widths.items()}}
+        self.plan_log.append(entry)
+        logger.info(
+            "Fluid %s plan for TrialGroup %d: %s", kind, gid,
+            ", ".join(f"{k}: {describe(v)}" for k, v in widths.items()),
+        )
+
+
+class _OutstandingLimit:
+    """Wraps a searcher: no new suggestion while ``bound`` trials are held or running."""
+
+    def __init__(self, searcher: Any, executor: FluidExecutor, bound: int) -> None:
+        self._searcher, self._executor, self.bound = searcher, executor, bound
+
+    def suggest(self, trial_id: str) -> Any:
+        if self._executor.outstanding() >= self.bound:
+            return None
+        return self._searcher.suggest(trial_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._searcher, name)
+
+
+def _push_trial_logs(trial: Trial) -> None:
+    """Upload a trial's result logs before it restarts from a checkpoint.
+
+    On restart Tune's loggers replace the driver's result files with the copy in storage
+    (``LoggerCallback._restore_from_remote``), which is only synced periodically: results
+    reported since the last sync would vanish from ``result.json``. Every Fluid resize is such
+    a restart, so the files are pushed first.
+    """
+    import pyarrow.fs
+    from ray.tune.result import EXPR_PROGRESS_FILE, EXPR_RESULT_FILE
+
+    storage = trial.storage
+    if storage is None:
+        return
+    for name in (EXPR_RESULT_FILE, EXPR_PROGRESS_FILE):
+        local = os.path.join(trial.local_path, name)
+        if os.path.exists(local):
+            try:
+                pyarrow.fs.copy_files(
+                    local,
+                    os.path.join(storage.trial_fs_path, name),
+                    destination_filesystem=storage.storage_filesystem,
+                )
+            except OSError as e:  # the periodic sync still runs; say what may be stale
+                logger.warning("Fluid: could not upload %s of %s: %s", name, trial, e)
+
+
+def _by_group(recs: list[_Record]) -> dict[int, list[_Record]]:
+    out: dict[int, list[_Record]] = {}
+    for r in recs:
+        out.setdefault(r.group, []).append(r)
+    return out
+
+
+def _stop_iteration(trial: Trial) -> int | None:
+    stop = trial.stopping_criterion or {}
+    value = stop.get("training_iteration")
+    return int(value) if value is not None else None
+
+
+def _is_function(trial: Trial) -> bool:
+    try:
+        from ray.tune.trainable.function_trainable import FunctionTrainable
+
+        return issubclass(trial.get_trainable_cls(), FunctionTrainable)
+    except Exception:
+        return True

@@ -1,0 +1,40 @@
+"""Grid search under FluidExecutor on 4 logical GPUs: packing, gangs, resizes, exactly-once."""
+
+from __future__ import annotations
+
+from fluid import FluidExecutor, tune
+from tests.tune.trainables import modeled
+
+# Nine trials; three of them much longer per iteration (unequal h_i1).
+TIMES = [0.1] * 6 + [0.4, 0.8, 1.2]
+ITERS = 6
+
+
+def test_grid_search_packs_gangs_and_resizes(ray4, tmp_path):
+    ex = FluidExecutor(cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.5)
+    analysis = tune.run(
+        modeled,
+        config={"t": tune.grid_search(TIMES), "iters": ITERS},
+        trial_executor=ex,
+        storage_path=str(tmp_path),
+        verbose=0,
+    )
+    frames = analysis.trial_dataframes
+    static = next(e for e in ex.plan_log if e["kind"] == "static")
+    widths_seen = []
+    for trial in analysis.trials:
+        df = frames[trial.trial_id]
+        # Every iteration reported exactly once, in order, with no gap, across resizes.
+        assert list(df["it"]) == list(range(1, ITERS + 1)), trial
+        assert list(df["training_iteration"]) == list(range(1, ITERS + 1)), trial
+        # The shape the trial saw from inside is the one the static plan gave it.
+        assert df["gpus"].iloc[0] == static["widths"][trial.trial_id]
+        widths_seen += list(df["gpus"])
+    assert any(w < 1 for w in widths_seen), "no trial ran packed"
+    assert any(w >= 2 for w in widths_seen), "no trial ran as a gang"
+    # DynamicFluid resized at least one trial after the short ones ended.
+    dynamic = [e for e in ex.plan_log if e["kind"] == "dynamic"]
+    assert dynamic, "DynamicFluid never re-planned"
+    resized = [t for t in analysis.trials if frames[t.trial_id]["gpus"].nunique() > 1]
+    assert resized, "no trial changed shape"
+    assert "resizes" in ex.debug_string()

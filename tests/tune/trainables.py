@@ -1,0 +1,66 @@
+"""Small trainables for the Ray Tune adapter tests (logical GPUs, no real work)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+from ray import tune
+from ray.tune import Checkpoint
+
+from fluid.tune import ElasticTrainable
+
+
+def _gpus() -> float:
+    pgf = tune.get_context().get_trial_resources()
+    return float(sum(b.get("GPU", 0) for b in pgf.bundles))
+
+
+def modeled(config: dict) -> None:
+    """Sleeps ``t / gpus`` an iteration (``t`` when packed); checkpoints every iteration.
+
+    ``score`` grows with the iteration and ``config["q"]`` so algorithms have a metric.
+    ``fail_at``: raise once at that iteration (a marker file makes it once per trial).
+    """
+    start = 0
+    ckpt = tune.get_checkpoint()
+    if ckpt:
+        with ckpt.as_directory() as d, open(os.path.join(d, "state.json")) as f:
+            start = json.load(f)["it"]
+    gpus = _gpus()
+    for it in range(start + 1, int(config.get("iters", 4)) + 1):
+        time.sleep(config.get("t", 0.1) / max(gpus, 1.0))
+        fail_at = config.get("fail_at")
+        marker = os.path.join(tempfile.gettempdir(), f"fluid-fail-{config.get('tag', '')}")
+        if fail_at == it and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError(f"injected failure at iteration {it}")
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump({"it": it}, f)
+            tune.report(
+                {"it": it, "gpus": gpus, "score": config.get("q", 1.0) * it},
+                checkpoint=Checkpoint.from_directory(d),
+            )
+
+
+modeled.__mixins__ = (ElasticTrainable,)
+
+
+def plain(config: dict) -> None:
+    """An ordinary Tune function trainable: no Fluid imports; checkpoints every iteration."""
+    start = 0
+    ckpt = tune.get_checkpoint()
+    if ckpt:
+        with ckpt.as_directory() as d, open(os.path.join(d, "state.json")) as f:
+            start = json.load(f)["it"]
+    for it in range(start + 1, 9):
+        time.sleep(0.05)
+        acc = 1.0 - abs(config["lr"] - 0.01) - 0.5 / it
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump({"it": it}, f)
+            gpus = _gpus()
+            tune.report({"acc": acc, "gpus": gpus}, checkpoint=Checkpoint.from_directory(d))
