@@ -7,6 +7,7 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import HyperBandForBOHB as _RayHyperBandForBOHB
 from ray.tune.schedulers import HyperBandScheduler as _RayHyperBandScheduler
+from ray.tune.schedulers import TrialScheduler
 
 from fluid.tune._group import TrialGroupMixin
 
@@ -47,11 +48,25 @@ class HyperBandForBOHB(_RungGroups, _RayHyperBandForBOHB):
 class SyncBOHB(_RungGroups, _RayHyperBandForBOHB):
     """Synchronous BOHB: every rung waits for all its trials; configs from BOHB's model.
 
-    Ray's ``HyperBandForBOHB`` processes an unfilled bracket whenever no trial runs, so a rung
-    may be halved before all its trials are in. ``SyncBOHB`` keeps BOHB's bracket filling and
-    searcher hand-shake but chooses trials like the synchronous ``HyperBandScheduler``.
+    Ray's ``HyperBandForBOHB`` pauses trials until their bracket is *filled* and, to avoid
+    waiting forever, halves any bracket whenever no trial runs, so rungs are cut early and at
+    times that depend on the cluster. ``SyncBOHB`` keeps BOHB's bracket filling and searcher
+    hand-shake (``on_pause``/``on_unpause``) but halves a rung exactly when all its live trials
+    reached the milestone, like the synchronous ``HyperBandScheduler``.
     Use with ``ray.tune.search.bohb.TuneBOHB``.
     """
+
+    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
+        result["hyperband_info"] = {}
+        bracket, _ = self._trial_info[trial]
+        bracket.update_trial_stats(trial, result)
+        if bracket.continue_trial(trial):
+            return TrialScheduler.CONTINUE
+        result["hyperband_info"]["budget"] = bracket._cumul_r
+        action = self._process_bracket(tune_controller, bracket)
+        if action == TrialScheduler.PAUSE:
+            tune_controller.search_alg.searcher.on_pause(trial.trial_id)
+        return action
 
     def choose_trial_to_run(self, tune_controller: Any, allow_recurse: bool = True) -> Trial | None:
         return _RayHyperBandScheduler.choose_trial_to_run(self, tune_controller)

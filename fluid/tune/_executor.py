@@ -206,6 +206,7 @@ class FluidExecutor(TrialScheduler):
         self._gpus = 0.0
         self._dirty = True
         self._replan_groups: set[int] = set()
+        self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._eps_samples: deque = deque(maxlen=10)
         self._checked = False
         self._state_dir: str | None = None
@@ -351,8 +352,9 @@ class FluidExecutor(TrialScheduler):
         self._first_contact(tune_controller)
         self._check_fits(trial)
         rec = self._records.get(trial.trial_id)
+        self.base.on_trial_add(tune_controller, trial)
+        requeued = rec is not None  # Tune re-adds a trial after a failure it will retry
         if rec is None:
-            self.base.on_trial_add(tune_controller, trial)
             gid, until = self._group_of_new(trial)
             rec = _Record(trial, gid, until, cpus=cpus_of(trial.placement_group_factory))
             saved = self._restored.get(trial.trial_id)
@@ -360,13 +362,16 @@ class FluidExecutor(TrialScheduler):
                 rec.samples.extend(saved.get("samples", []))
                 rec.checkpoints = saved.get("checkpoints", False)
             self._records[trial.trial_id] = rec
-        else:  # Tune re-queues a trial after a failure it will retry
+        else:
             self._release(rec)
             rec.resize_at = None
         rec.iteration = int(trial.last_result.get("training_iteration", 0) or 0)
         rec.phase, rec.base_status, rec.fresh_start = "held", Trial.PENDING, True
         if trial.status == Trial.PENDING:
-            trial.set_status(Trial.PAUSED)
+            if requeued:  # the controller already filed it as PENDING: move it properly
+                tune_controller._set_trial_status(trial, Trial.PAUSED)
+            else:  # the controller files a new trial by the status it has after this hook
+                trial.set_status(Trial.PAUSED)
         self._dirty = True
         self.hook_seconds += time.perf_counter() - t0
 
@@ -374,6 +379,12 @@ class FluidExecutor(TrialScheduler):
         t0 = time.perf_counter()
         try:
             self._sync_cluster()
+            # A trial the base paused is PAUSED only once Tune saved it; then the base may
+            # want to start others (HyperBandForBOHB halves a bracket when nothing runs).
+            settled = [t for t in self._pausing if self._records[t].trial.status != Trial.RUNNING]
+            if settled:
+                self._pausing.difference_update(settled)
+                self._dirty = True
             if self._dirty:
                 self._plan(tune_controller)
             for tid in list(self._ready):
@@ -382,7 +393,7 @@ class FluidExecutor(TrialScheduler):
                     self._ready.remove(tid)
                 elif rec.trial.status == Trial.PAUSED:  # a resizing trial: once Tune saved it
                     self._ready.remove(tid)
-                    return self._release_to_tune(rec)
+                    return self._release_to_tune(rec, tune_controller)
             return None
         finally:
             self.hook_seconds += time.perf_counter() - t0
@@ -419,6 +430,7 @@ class FluidExecutor(TrialScheduler):
         elif decision == TrialScheduler.PAUSE:  # the base pauses it (e.g. at a rung)
             self._release(rec)
             rec.phase, rec.base_status = "paused", Trial.PAUSED
+            self._pausing.add(trial.trial_id)
             self._dirty = True
         self._save_state()
         self.hook_seconds += time.perf_counter() - t0
@@ -453,6 +465,16 @@ class FluidExecutor(TrialScheduler):
             f"resizes {sum(r.resizes for r in self._records.values())}, eps {self.eps:.2f}s; "
             f"TrialGroup {current!r}.\n{self.base.debug_string()}"
         )
+
+    @property
+    def groups(self) -> list[TrialGroup]:
+        """Every TrialGroup declared so far, oldest first (read-only view)."""
+        return [self._groups[g] for g in sorted(self._groups)]
+
+    def shape_timeline(self, trial_id: str) -> list[tuple[float, float | None]]:
+        """``[(clock time, width or None when stopped), ...]`` of one trial."""
+        rec = self._records.get(trial_id)
+        return list(rec.shapes) if rec else []
 
     def trial_shape(self, trial_id: str) -> str:
         """Human-readable current shape of a trial (``'0.5 GPU'``, ``'gang of 3 GPU'``)."""
@@ -514,11 +536,11 @@ class FluidExecutor(TrialScheduler):
             self._records[i].phase = "ready"
             self._ready.append(i)
 
-    def _release_to_tune(self, rec: _Record) -> Trial:
+    def _release_to_tune(self, rec: _Record, tc: Any) -> Trial:
         assert rec.width is not None
         cpus = rec.cpus if self.cpus_per_trial is None else self.cpus_per_trial
         if rec.trial.checkpoint is not None:
-            _push_trial_logs(rec.trial)
+            _sync_experiment(tc)
         rec.trial.update_resources(shape_for(rec.width, cpus, self.cpus_per_worker))
         rec.actual = rec.width
         rec.fresh_start = True
@@ -701,31 +723,21 @@ class _OutstandingLimit:
         return getattr(self._searcher, name)
 
 
-def _push_trial_logs(trial: Trial) -> None:
-    """Upload a trial's result logs before it restarts from a checkpoint.
+def _sync_experiment(tc: Any) -> None:
+    """Snapshot the experiment and wait until storage has it, before a trial restarts.
 
     On restart Tune's loggers replace the driver's result files with the copy in storage
     (``LoggerCallback._restore_from_remote``), which is only synced periodically: results
     reported since the last sync would vanish from ``result.json``. Every Fluid resize is such
-    a restart, so the files are pushed first.
+    a restart. A full snapshot (not just the result files) keeps the stored results and the
+    stored trial checkpoints consistent, so a driver crash right after cannot re-report them.
     """
-    import pyarrow.fs
-    from ray.tune.result import EXPR_PROGRESS_FILE, EXPR_RESULT_FILE
-
-    storage = trial.storage
-    if storage is None:
-        return
-    for name in (EXPR_RESULT_FILE, EXPR_PROGRESS_FILE):
-        local = os.path.join(trial.local_path, name)
-        if os.path.exists(local):
-            try:
-                pyarrow.fs.copy_files(
-                    local,
-                    os.path.join(storage.trial_fs_path, name),
-                    destination_filesystem=storage.storage_filesystem,
-                )
-            except OSError as e:  # the periodic sync still runs; say what may be stale
-                logger.warning("Fluid: could not upload %s of %s: %s", name, trial, e)
+    controller = getattr(tc, "_tune_controller", tc)
+    try:
+        controller.checkpoint(force=True)
+        controller._storage.syncer.wait()
+    except Exception as e:  # the periodic sync still runs; say what may be stale
+        logger.warning("Fluid: experiment snapshot before a restart failed: %s", e)
 
 
 def _by_group(recs: list[_Record]) -> dict[int, list[_Record]]:

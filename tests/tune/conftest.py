@@ -5,6 +5,6 @@ import ray
 @pytest.fixture(scope="module")
 def ray4():
     """One local Ray instance per test module: 2 CPUs, 4 logical GPUs."""
-    ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()

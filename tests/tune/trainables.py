@@ -21,9 +21,12 @@ def _gpus() -> float:
 def modeled(config: dict) -> None:
     """Sleeps ``t / gpus`` an iteration (``t`` when packed); checkpoints every iteration.
 
+    The config may also be nested under ``cfg`` (to grid-search whole configs).
+
     ``score`` grows with the iteration and ``config["q"]`` so algorithms have a metric.
     ``fail_at``: raise once at that iteration (a marker file makes it once per trial).
     """
+    config = config.get("cfg", config)
     start = 0
     ckpt = tune.get_checkpoint()
     if ckpt:
@@ -34,7 +37,7 @@ def modeled(config: dict) -> None:
         time.sleep(config.get("t", 0.1) / max(gpus, 1.0))
         fail_at = config.get("fail_at")
         marker = os.path.join(tempfile.gettempdir(), f"fluid-fail-{config.get('tag', '')}")
-        if fail_at == it and not os.path.exists(marker):
+        if fail_at == it and (config.get("always") or not os.path.exists(marker)):
             open(marker, "w").close()
             raise RuntimeError(f"injected failure at iteration {it}")
         with tempfile.TemporaryDirectory() as d:

@@ -1,0 +1,83 @@
+"""Faults under FluidExecutor: retries, trials failing for good, bad input, plain trainables."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import ray.tune
+from ray.tune import RunConfig, TuneConfig, Tuner
+
+from fluid import FluidConfigError, FluidExecutor, tune
+from fluid.schedulers import ASHAScheduler
+from tests.tune.trainables import modeled, plain
+
+ITERS = 5
+
+
+def _ex(**kw):
+    return FluidExecutor(cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.2, **kw)
+
+
+def test_retry_and_failure_for_good(ray4, tmp_path):
+    tag = uuid.uuid4().hex
+    configs = [
+        {"t": 0.1, "iters": ITERS, "tag": f"{tag}-retry", "fail_at": 3},  # fails once
+        {"t": 0.1, "iters": ITERS, "tag": f"{tag}-dies", "fail_at": 2, "always": True},
+        {"t": 0.6, "iters": ITERS},
+        {"t": 0.6, "iters": ITERS},
+    ]
+    ex = _ex()
+    analysis = tune.run(
+        modeled,
+        config={"cfg": tune.grid_search(configs)},
+        trial_executor=ex,
+        storage_path=str(tmp_path),
+        max_failures=1,
+        raise_on_failed_trial=False,
+        verbose=0,
+    )
+    by_tag = {t.config["cfg"].get("tag", t.trial_id): t for t in analysis.trials}
+    died = by_tag[f"{tag}-dies"]
+    assert died.status == "ERROR"
+    for trial in analysis.trials:
+        if trial is died:
+            continue
+        assert trial.status == "TERMINATED", trial
+        df = analysis.trial_dataframes[trial.trial_id]
+        assert list(df["it"]) == list(range(1, ITERS + 1)), trial
+    # The GPUs of the trial that failed for good went to the others.
+    assert any(e["kind"] == "dynamic" for e in ex.plan_log)
+
+
+def test_plain_trainable_with_asha_matches_plain_tune(ray4, tmp_path):
+    space = {"lr": tune.grid_search([0.001, 0.003, 0.01, 0.03, 0.1, 0.3])}
+
+    def fit(scheduler, resources):
+        trainable = ray.tune.with_resources(plain, resources) if resources else plain
+        return Tuner(
+            trainable,
+            param_space=space,
+            tune_config=TuneConfig(metric="acc", mode="max", scheduler=scheduler),
+            run_config=RunConfig(storage_path=str(tmp_path), verbose=0),
+        ).fit()
+
+    asha = dict(max_t=8, grace_period=2, reduction_factor=2)
+    baseline = fit(ray.tune.schedulers.ASHAScheduler(**asha), {"cpu": 0.1, "gpu": 1})
+    fluid = fit(_ex(base_scheduler=ASHAScheduler(**asha)), {"cpu": 0.1, "gpu": 1})
+    best = baseline.get_best_result().metrics["acc"]
+    assert fluid.get_best_result().metrics["acc"] == pytest.approx(best)
+    gpus = [g for r in fluid for g in r.metrics_dataframe["gpus"]]
+    assert max(gpus) <= 1, "an ordinary trainable was given a gang"
+    assert min(gpus) < 1, "an ordinary trainable was never packed"
+
+
+def test_bad_input_is_refused(ray4, tmp_path):
+    with pytest.raises(FluidConfigError, match="reuse_actors"):
+        tune.run(modeled, trial_executor=_ex(), reuse_actors=True, verbose=0,
+                 storage_path=str(tmp_path))
+    with pytest.raises(FluidConfigError, match="trial_executor must be a fluid.FluidExecutor"):
+        tune.run(modeled, trial_executor="ray", verbose=0, storage_path=str(tmp_path))
+    greedy = ray.tune.with_resources(modeled, {"cpu": 0.1, "gpu": 8})
+    with pytest.raises(Exception, match="asks for 8 GPUs but the cluster has 4"):
+        tune.run(greedy, trial_executor=_ex(), verbose=0, storage_path=str(tmp_path))
