@@ -29,7 +29,14 @@ from fluid.core.overheads import (
     packing_limit,
     scaling_limit,
 )
-from fluid.core.static import Assignment, StaticPlan, hand_out, start_in_order, static_fluid, water_fill
+from fluid.core.static import (
+    Assignment,
+    StaticPlan,
+    hand_out,
+    start_in_order,
+    static_fluid,
+    water_fill,
+)
 
 __all__ = [
     "C_MAX",

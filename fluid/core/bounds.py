@@ -58,7 +58,10 @@ def _useful_widths(spec: TrialSpec, n: int, config: PolicyConfig) -> list[float]
 
 def _orders(trials: Sequence[TrialSpec], widths: Sequence[float]) -> list[tuple[int, ...]]:
     # Trials alike in every respect and width are interchangeable: one order per multiset.
-    keys = [(t.runtime, t.alpha, t.beta, t.c, t.d, t.memory, w) for t, w in zip(trials, widths)]
+    keys = [
+        (t.runtime, t.alpha, t.beta, t.c, t.d, t.memory, w)
+        for t, w in zip(trials, widths, strict=True)
+    ]
     seen: set[tuple] = set()
     out = []
     for perm in itertools.permutations(range(len(trials))):
@@ -83,7 +86,7 @@ def best_found(
     idx = np.unravel_index(np.arange(int(np.prod(sizes))), sizes)
     areas = np.zeros(idx[0].shape)
     longest = np.zeros(idx[0].shape)
-    for i, (t, ws) in enumerate(zip(trials, choices)):
+    for i, (t, ws) in enumerate(zip(trials, choices, strict=True)):
         h = np.array([t.runtime_at(w) for w in ws])
         areas += (np.array(ws) * h)[idx[i]]
         longest = np.maximum(longest, h[idx[i]])
@@ -93,7 +96,7 @@ def best_found(
         if bounds[v] >= best - WIDTH_TOL or budget <= 0:
             break
         widths = [choices[i][idx[i][v]] for i in range(len(trials))]
-        by_id = {t.id: w for t, w in zip(trials, widths)}
+        by_id = {t.id: w for t, w in zip(trials, widths, strict=True)}
         for perm in _orders(trials, widths):
             if budget <= 0:
                 break

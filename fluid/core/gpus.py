@@ -30,10 +30,13 @@ class _Gpu:
     shares: dict[str, float] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
+    # Derived, kept up to date by ``refresh`` after every change of ``shares``/``limits``.
+    used: float = 0.0
+    limit: int | None = None  # min(limits), None when empty
 
-    @property
-    def used(self) -> float:
-        return sum(self.shares.values())
+    def refresh(self) -> None:
+        self.used = sum(self.shares.values())
+        self.limit = min(self.limits.values()) if self.limits else None
 
 
 class GpuPool:
@@ -53,6 +56,10 @@ class GpuPool:
         self._gpus: dict[int, _Gpu] = {g: _Gpu() for g in range(n)}
         self._idle: list[int] = list(range(n))  # sorted ids of empty GPUs
         self._partial: set[int] = set()  # GPUs holding packed trials with room left
+        # The partial GPUs that can still take a trial (fewer trials than their limit) -> their
+        # key in ``_by_used``: ``(-used, id)`` ascending, fullest first, ties lowest id.
+        self._open: dict[int, tuple[float, int]] = {}
+        self._by_used: list[tuple[float, int]] = []
         self._where: dict[str, tuple[int, ...]] = {}
         self._next_id = n
 
@@ -74,6 +81,10 @@ class GpuPool:
     def free_capacity(self) -> float:
         """Unused GPU capacity: idle GPUs plus the unused shares of packed GPUs."""
         return len(self._idle) + sum(1.0 - self._gpus[g].used for g in self._partial)
+
+    def has_free(self) -> bool:
+        """Whether any capacity is unused (``free_capacity() > 0``), in O(1)."""
+        return bool(self._idle or self._partial)
 
     def where(self, trial_id: str) -> tuple[int, ...]:
         """GPUs a trial is on (empty tuple when it is not placed)."""
@@ -99,10 +110,13 @@ class GpuPool:
         """An independent copy (plans are made on copies when only proposed)."""
         other = GpuPool(0, self.memory)
         other._gpus = {
-            g: _Gpu(dict(x.shares), dict(x.limits), dict(x.memory)) for g, x in self._gpus.items()
+            g: _Gpu(dict(x.shares), dict(x.limits), dict(x.memory), x.used, x.limit)
+            for g, x in self._gpus.items()
         }
         other._idle = list(self._idle)
         other._partial = set(self._partial)
+        other._open = dict(self._open)
+        other._by_used = list(self._by_used)
         other._where = dict(self._where)
         other._next_id = self._next_id
         return other
@@ -114,18 +128,22 @@ class GpuPool:
         return sum(gpu.memory.values()) + memory <= self.memory + WIDTH_TOL
 
     def _packed_target(self, share: float, c: int, memory: float | None) -> int | None:
-        best, best_used = None, -1.0
-        for g in self._partial:
+        # Best fit: the fullest partial GPU the share fits on (ties: lowest id). ``_by_used``
+        # holds the partial GPUs below their trial limit (no trial fits on the others) in that
+        # order; GPUs before ``start`` are too full by more than round-off.
+        best = None
+        by_used = self._by_used
+        start = bisect.bisect_left(by_used, (share - 1.0 - WIDTH_TOL - 1e-12, -1))
+        for i in range(start, len(by_used)):
+            g = by_used[i][1]
             gpu = self._gpus[g]
-            used = gpu.used
-            limit = min([c, *gpu.limits.values()])
             if (
-                used + share <= 1.0 + WIDTH_TOL
-                and len(gpu.shares) + 1 <= limit
+                gpu.used + share <= 1.0 + WIDTH_TOL
+                and len(gpu.shares) + 1 <= (c if gpu.limit is None else min(c, gpu.limit))
                 and self._memory_ok(gpu, memory)
-                and (used > best_used or (used == best_used and g < best))
             ):
-                best, best_used = g, used
+                best = g
+                break
         if best is None and self._idle:
             g = self._idle[0]
             if self._memory_ok(self._gpus[g], memory):
@@ -166,29 +184,42 @@ class GpuPool:
         self._where[trial_id] = gpus
         return gpus
 
+    def _set_partial(self, g: int, partial: bool) -> None:
+        key = self._open.pop(g, None)
+        if key is not None:
+            del self._by_used[bisect.bisect_left(self._by_used, key)]
+        if not partial:
+            self._partial.discard(g)
+            return
+        self._partial.add(g)
+        gpu = self._gpus[g]
+        if gpu.limit is None or len(gpu.shares) < gpu.limit:
+            key = (-gpu.used, g)
+            self._open[g] = key
+            bisect.insort(self._by_used, key)
+
     def _take(self, g: int, trial_id: str, share: float, c: int, memory: float | None) -> None:
         gpu = self._gpus[g]
         if not gpu.shares:
-            self._idle.remove(g)
+            del self._idle[bisect.bisect_left(self._idle, g)]
         gpu.shares[trial_id] = share
         gpu.limits[trial_id] = c
         if memory is not None:
             gpu.memory[trial_id] = memory
-        if is_packed(share) and gpu.used < 1.0 - WIDTH_TOL:
-            self._partial.add(g)
-        else:
-            self._partial.discard(g)
+        gpu.refresh()
+        self._set_partial(g, is_packed(share) and gpu.used < 1.0 - WIDTH_TOL)
 
     def _drop(self, g: int, trial_id: str) -> None:
         gpu = self._gpus[g]
         del gpu.shares[trial_id]
         del gpu.limits[trial_id]
         gpu.memory.pop(trial_id, None)
+        gpu.refresh()
         if not gpu.shares:
-            self._partial.discard(g)
+            self._set_partial(g, False)
             bisect.insort(self._idle, g)
         elif gpu.used < 1.0 - WIDTH_TOL:
-            self._partial.add(g)
+            self._set_partial(g, True)
 
     def release(self, trial_id: str) -> tuple[int, ...]:
         """Remove a trial from its GPUs; returns the GPUs it held (empty if not placed)."""
@@ -260,5 +291,5 @@ class GpuPool:
             self.release(t)
         for g in gpu_ids:
             del self._gpus[g]
-            self._idle.remove(g)
+            del self._idle[bisect.bisect_left(self._idle, g)]
         return evicted

@@ -39,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -87,12 +88,21 @@ def scaling_limit(iter_times: Mapping[int, float], s_th: float = S_TH) -> int:
     return limit_from_throughputs([1.0 / tw for tw in t], s_th)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _limit_from_overhead(x: float, threshold: float, cap: int) -> int:
     # Throughput at k units under the model is k / x**(k-1) for both packing and scaling.
+    # Same arithmetic as limit_from_throughputs over [k / x**(k-1) for k in 1..cap], but it
+    # stops at the first unit that does not pay (O(answer), not O(cap)) and is cached: the
+    # policy asks for c_i and d_i of every trial several times per plan.
     if not x >= 1:
         raise ValueError(f"overhead must be >= 1, got {x}")
-    thr = [k / x ** (k - 1) for k in range(1, cap + 1)]
-    return limit_from_throughputs(thr, threshold)
+    k, prev = 1, 1.0
+    for j in range(2, cap + 1):
+        cur = j / x ** (j - 1)
+        if 1.0 - prev / cur <= threshold:
+            break
+        k, prev = k + 1, cur
+    return k
 
 
 def c_from_alpha(alpha: float, o_th: float = O_TH, c_max: int = C_MAX) -> int:

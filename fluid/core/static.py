@@ -68,8 +68,15 @@ def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> d
     widths: dict[str, float] = {}
     for t in order:
         share = t.runtime / total * n if total > 0 else 0.0
-        c, d = config.c_of(t), config.d_of(t, whole)
-        widths[t.id] = float(min(max(math.floor(share + WIDTH_TOL), 1.0 / c), d))
+        # min(max(floor(share), 1/c), d) with c >= 1, d >= 1: c only matters below one GPU
+        # and d only above (asking for them is the costly part with 10,000 trials).
+        f = math.floor(share + WIDTH_TOL)
+        if f < 1:
+            widths[t.id] = 1.0 / config.c_of(t)
+        elif f == 1:
+            widths[t.id] = 1.0
+        else:
+            widths[t.id] = float(min(f, config.d_of(t, whole)))
     return widths
 
 
@@ -85,7 +92,7 @@ def start_in_order(
     for spec, width in queue:
         gpus = None
         # Once nothing is left, stop asking the pool (10,000-trial groups on 8 GPUs).
-        if pool.idle_count() or pool.free_capacity() > WIDTH_TOL:
+        if pool.has_free():
             gpus = pool.place(spec.id, width, config.c_of(spec), spec.memory)
         if gpus is None:
             waiting.append((spec, width))

@@ -133,6 +133,7 @@ class FluidExecutor(TrialScheduler):
             (default) asks the trainable (``fluid.train.elastic`` marks it).
         default_iteration_time: seconds per iteration on one GPU assumed before any trial
             reported (only the ratios between trials matter, so budgets decide at first).
+        dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
         clock: monotonic clock in seconds (injected by the simulator).
         resources: where the cluster's GPU count is read (injected by the simulator).
 
@@ -164,6 +165,7 @@ class FluidExecutor(TrialScheduler):
         cpus_per_worker: float = 1.0,
         elastic: bool | None = None,
         default_iteration_time: float = DEFAULT_ITERATION_TIME,
+        dynamic: bool = True,
         clock: Callable[[], float] | None = None,
         resources: ResourceView | None = None,
     ) -> None:
@@ -196,6 +198,7 @@ class FluidExecutor(TrialScheduler):
         self.max_outstanding = max_outstanding
         self.cpus_per_trial, self.cpus_per_worker = cpus_per_trial, cpus_per_worker
         self.elastic, self.default_iteration_time = elastic, default_iteration_time
+        self.dynamic = dynamic
         self._clock = clock or time.monotonic
         self._resources = resources
         self._records: dict[str, _Record] = {}
@@ -507,7 +510,7 @@ class FluidExecutor(TrialScheduler):
             self._mark_ready([a.trial_id for a in plan.started])
             self._queue += plan.waiting
             self._log_plan("static", gid, plan.widths)
-        if self._queue or self._ready:
+        if self._queue or self._ready or not self.dynamic:
             return
         for gid in sorted(self._replan_groups):
             self._dynamic(gid, cfg)
