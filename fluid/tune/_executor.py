@@ -103,7 +103,7 @@ class _Record:
     resize_at: float | None = None
     resizes: int = 0
     cpus: float = 1.0  # CPUs of the trainable's bundle (what the trial first asked for)
-    shapes: list = field(default_factory=list)  # [(clock time, width)] for timelines
+    shapes: list = field(default_factory=list)  # [(clock time, width, gpus)] for timelines
 
 
 class FluidExecutor(TrialScheduler):
@@ -474,8 +474,12 @@ class FluidExecutor(TrialScheduler):
         """Every TrialGroup declared so far, oldest first (read-only view)."""
         return [self._groups[g] for g in sorted(self._groups)]
 
-    def shape_timeline(self, trial_id: str) -> list[tuple[float, float | None]]:
-        """``[(clock time, width or None when stopped), ...]`` of one trial."""
+    def shape_timeline(self, trial_id: str) -> list[tuple[float, float | None, tuple[int, ...]]]:
+        """``[(clock time, width or None when stopped, GPU ids in Fluid's plan), ...]``.
+
+        GPU ids are those of Fluid's own placement (Ray may pick other physical GPUs for a
+        fractional share); they show how the plan packs and spreads trials.
+        """
         rec = self._records.get(trial_id)
         return list(rec.shapes) if rec else []
 
@@ -547,7 +551,7 @@ class FluidExecutor(TrialScheduler):
         rec.trial.update_resources(shape_for(rec.width, cpus, self.cpus_per_worker))
         rec.actual = rec.width
         rec.fresh_start = True
-        rec.shapes.append((self._clock(), rec.width))
+        rec.shapes.append((self._clock(), rec.width, self._pool.where(rec.trial.trial_id)))
         if rec.phase != "resizing":
             rec.phase = "running"
         rec.base_status = Trial.RUNNING
@@ -569,7 +573,7 @@ class FluidExecutor(TrialScheduler):
             return
         self._release(rec)
         rec.phase = "done"
-        rec.shapes.append((self._clock(), None))
+        rec.shapes.append((self._clock(), None, ()))
         self._replan_groups.add(rec.group)
         self._dirty = True
         self._save_state(force=True)

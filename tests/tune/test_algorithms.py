@@ -103,7 +103,7 @@ def test_hyperopt_outstanding_bound(ray4, tmp_path):
     assert len(analysis.trials) == 6
     spans = []
     for t in analysis.trials:
-        times = [at for at, _ in ex.shape_timeline(t.trial_id)]
+        times = [at for at, _, _ in ex.shape_timeline(t.trial_id)]
         spans.append((min(times), max(times)))
     for start, _ in spans:
         live = sum(1 for s, e in spans if s <= start < e)
