@@ -62,7 +62,7 @@ def train(config: dict) -> None:
 
 
 if __name__ == "__main__":
-    ray.init(num_cpus=2, num_gpus=4, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False)
     executor = FluidExecutor(Rounds(), cpus_per_trial=0.1)
     tuner = tune.Tuner(
         train,

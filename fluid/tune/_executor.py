@@ -465,9 +465,19 @@ class FluidExecutor(TrialScheduler):
         current = live[-1].name if live else "-"
         return (
             f"Fluid: {self._gpus:g} GPUs, running {shapes}; queued {len(self._queue)}; "
-            f"resizes {sum(r.resizes for r in self._records.values())}, eps {self.eps:.2f}s; "
+            f"resizes {self.resizes}, eps {self.eps:.2f}s; "
             f"TrialGroup {current!r}.\n{self.base.debug_string()}"
         )
+
+    def get_trial(self, trial_id: str) -> Trial | None:
+        """The Tune trial of that id, if Fluid has seen it."""
+        rec = self._records.get(trial_id)
+        return rec.trial if rec else None
+
+    @property
+    def resizes(self) -> int:
+        """How many times Fluid paused a trial to restart it at another width."""
+        return sum(r.resizes for r in self._records.values())
 
     @property
     def groups(self) -> list[TrialGroup]:
