@@ -1,0 +1,165 @@
+"""StaticFluid (Algorithm 1): water-filling widths, list-scheduled placement, hand-out."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fluid.core import (
+    GpuPool,
+    PolicyConfig,
+    TrialSpec,
+    hand_out,
+    start_in_order,
+    static_fluid,
+    water_fill,
+)
+from fluid.core.instance import figure5
+from fluid.core.model import is_packed
+
+from .strategies import assert_pool_feasible, configs, trial_lists
+
+
+def test_figure5_widths_and_placement() -> None:
+    inst = figure5()
+    pool = GpuPool(inst.gpus)
+    plan = static_fluid(inst.trials, pool, inst.config)
+    assert plan.widths == {"a4": 3.0, "a3": 1.0, "a1": 0.5, "a2": 0.5}
+    assert [a.trial_id for a in plan.started] == ["a4", "a3", "a1", "a2"]
+    assert plan.waiting == []
+    assert pool.placement() == {
+        0: [("a4", 1.0)],
+        1: [("a4", 1.0)],
+        2: [("a4", 1.0)],
+        3: [("a3", 1.0)],
+        4: [("a1", 0.5), ("a2", 0.5)],
+    }
+    assert pool.idle_count() == 0
+
+
+def _formula(trials: list[TrialSpec], n: float, config: PolicyConfig) -> dict[str, float]:
+    """Algorithm 1's widths, written out directly."""
+    total = sum(t.runtime for t in trials)
+    whole = math.floor(n + 1e-9)
+    return {
+        t.id: float(
+            min(
+                max(math.floor(t.runtime / total * n + 1e-9), 1 / config.c_of(t)),
+                config.d_of(t, whole),
+            )
+        )
+        for t in trials
+    }
+
+
+@given(trials=trial_lists(max_size=12, limits=True), n=st.integers(1, 40), config=configs())
+@settings(max_examples=150, deadline=None)
+def test_water_fill_is_algorithm_1(trials: list[TrialSpec], n: int, config: PolicyConfig) -> None:
+    widths = water_fill(trials, n, config)
+    assert widths == _formula(trials, n, config)
+    # In non-increasing order of h_i1, ties in input order.
+    assert list(widths) == [t.id for t in sorted(trials, key=lambda t: -t.runtime)]
+    for t in trials:
+        w = widths[t.id]
+        if is_packed(w):
+            assert w == 1 / config.c_of(t)  # every w* < 1 gets exactly 1/c
+        else:
+            assert w == int(w) and 1 <= w <= config.d_of(t, n)
+
+
+def test_water_fill_over_the_capacity_the_group_can_get() -> None:
+    # Slip 2: another group holds 3 of 4 GPUs; this group water-fills over 1 GPU.
+    pool = GpuPool(4)
+    pool.place("other", 3.0)
+    trials = [TrialSpec("a", 30.0), TrialSpec("b", 10.0)]
+    plan = static_fluid(trials, pool, PolicyConfig(c=2, d=4))
+    assert plan.widths == {"a": 0.5, "b": 0.5}  # not 3 and 1 as over all 4 GPUs
+    assert pool.placement()[3] == [("a", 0.5), ("b", 0.5)]
+
+
+def test_idle_gpus_go_to_the_trial_that_would_end_last() -> None:
+    # Slip 3: floor(20/21*4) = 3 and floor(1/21*4) = 0 leave nothing idle, but floor can:
+    # 3 trials of 10 s on 4 GPUs get width 1 each; the 4th GPU goes to one of them.
+    trials = [TrialSpec(t, 10.0) for t in "abc"]
+    pool = GpuPool(4)
+    plan = static_fluid(trials, pool, PolicyConfig(c=2, d=4))
+    assert sorted(plan.widths.values()) == [1.0, 1.0, 2.0]
+    assert pool.idle_count() == 0
+    # No GPU is handed to a trial that cannot use it (d = 1).
+    pool = GpuPool(4)
+    plan = static_fluid(trials, pool, PolicyConfig(c=2, d=1))
+    assert plan.widths == {"a": 1.0, "b": 1.0, "c": 1.0} and pool.idle_count() == 1
+
+
+def test_hand_out_only_when_it_pays_for_the_cost() -> None:
+    spec = TrialSpec("a", 8.0)
+    for cost, grows in ((3.9, True), (4.0, False)):
+        pool = GpuPool(2)
+        pool.place("a", 1.0)
+        grown = hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
+        assert (grown == {"a": 2.0}) == grows  # h(2) + cost < h(1) = 8 iff cost < 4
+    # Scaling overhead: a second GPU that slows the trial down is not given.
+    slow = TrialSpec("s", 8.0, beta=2.5)
+    pool = GpuPool(2)
+    pool.place("s", 1.0)
+    assert hand_out([(slow, 1.0, 0.0)], pool, PolicyConfig(d=4)) == {}
+
+
+def test_trials_that_do_not_fit_wait_and_later_ones_still_start() -> None:
+    trials = [TrialSpec("big", 100.0, d=3), TrialSpec("mid", 50.0, d=3), TrialSpec("s", 1.0)]
+    pool = GpuPool(4)
+    pool.place("other", 0.5, c=2)  # 3 whole GPUs and half a GPU left
+    plan = static_fluid(trials, pool, PolicyConfig(c=2))
+    # Water-filled over 3.5: big gets floor(2.3) = 2, mid floor(1.15) = 1, s 1/2.
+    assert plan.widths == {"big": 2.0, "mid": 1.0, "s": 0.5}
+    assert plan.waiting == []
+    started, waiting = start_in_order(
+        [(TrialSpec("x", 1.0), 2.0), (TrialSpec("y", 1.0), 0.5)], GpuPool(1), PolicyConfig(c=2)
+    )
+    assert [a.trial_id for a in started] == ["y"] and [s.id for s, _ in waiting] == ["x"]
+
+
+def test_duplicate_ids_and_empty_groups() -> None:
+    with pytest.raises(ValueError, match=r"duplicate trial ids: \['a'\]"):
+        static_fluid([TrialSpec("a", 1.0), TrialSpec("a", 2.0)], GpuPool(2), PolicyConfig())
+    plan = static_fluid([], GpuPool(2), PolicyConfig())
+    assert plan.widths == {} and plan.started == [] and plan.waiting == []
+
+
+@given(
+    trials=trial_lists(max_size=14, limits=True, memory=True),
+    n=st.integers(1, 10),
+    config=configs(gpu_memory=16.0),
+    busy=st.integers(0, 3),
+)
+@settings(max_examples=150, deadline=None)
+def test_placement_is_feasible(
+    trials: list[TrialSpec], n: int, config: PolicyConfig, busy: int
+) -> None:
+    pool = GpuPool(n, config.gpu_memory)
+    others = {}
+    for i in range(min(busy, n - 1)):  # another group's trials
+        other = TrialSpec(f"other{i}", 1.0, c=2)
+        others[other.id] = other
+        pool.place(other.id, [1.0, 0.5][i % 2], c=2)
+    plan = static_fluid(trials, pool, config)
+    specs = {t.id: t for t in trials} | others
+    assert_pool_feasible(pool, specs, config)
+    # Every trial is either started (on GPUs matching its width) or waiting, never both.
+    started = {a.trial_id: a for a in plan.started}
+    assert set(started) | set(plan.waiting) == {t.id for t in trials}
+    assert not set(started) & set(plan.waiting)
+    for tid, a in started.items():
+        assert a.width == plan.widths[tid] and a.gpus == pool.where(tid)
+        assert math.isclose(pool.share_of(tid), a.width)
+    for tid in plan.waiting:
+        assert pool.where(tid) == ()
+    # Idle GPUs are left only when somebody waits or nobody can use one more GPU.
+    if pool.idle_count() and not plan.waiting:
+        for t in trials:
+            w = plan.widths[t.id]
+            nxt = 1.0 if is_packed(w) else w + 1
+            assert nxt > config.d_of(t, pool.n) or t.runtime_at(nxt) >= t.runtime_at(w) - 1e-9
