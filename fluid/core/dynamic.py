@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from fluid.core.config import PolicyConfig
 from fluid.core.gpus import GpuPool
-from fluid.core.model import WIDTH_TOL, TrialSpec, is_packed
+from fluid.core.model import WIDTH_TOL, TrialSpec, gpus_of, is_packed
 from fluid.core.static import Assignment, hand_out, start_in_order, water_fill
 
 
@@ -72,6 +72,10 @@ def _benefit(spec: TrialSpec, w: float, w_new: float, eps: float) -> bool:
     if w_new > w:
         return h_new + eps < h - WIDTH_TOL
     return w_new * (h_new + eps) < w * h - WIDTH_TOL
+
+
+def _area_saving(spec: TrialSpec, w: float, w_new: float, eps: float) -> float:
+    return w * spec.runtime_at(w) - w_new * (spec.runtime_at(w_new) + eps)
 
 
 def _regrow(spec: TrialSpec, old: float, new: float, pool: GpuPool, config: PolicyConfig) -> bool:
@@ -115,16 +119,29 @@ def dynamic_fluid(
         and abs(target[r.spec.id] - r.width) > WIDTH_TOL
         and _benefit(r.spec, r.width, target[r.spec.id], config.eps)
     ]
-    # Scale-downs first: they free what scale-ups need. Within each, longest trial first.
-    changes.sort(key=lambda r: (target[r.spec.id] > r.width, -r.spec.runtime))
-    for r in changes:
+    ups = [r for r in changes if target[r.spec.id] > r.width]
+    downs = [r for r in changes if target[r.spec.id] < r.width]
+    # Scale down only to free GPUs that scale-ups need and the idle ones cannot give: a
+    # shrink into capacity nobody uses only slows the trial down. Biggest area saving first.
+    need = sum(gpus_of(target[r.spec.id]) - gpus_of(r.width) for r in ups)
+    downs.sort(key=lambda r: -_area_saving(r.spec, r.width, target[r.spec.id], config.eps))
+    shrunk: set[str] = set()
+    for r in downs:
+        if pool.idle_count() >= need:
+            break
+        if _regrow(r.spec, r.width, target[r.spec.id], pool, config):
+            current[r.spec.id] = target[r.spec.id]
+            shrunk.add(r.spec.id)
+    for r in sorted(ups, key=lambda r: -r.spec.runtime):  # longest trial first
         if _regrow(r.spec, r.width, target[r.spec.id], pool, config):
             current[r.spec.id] = target[r.spec.id]
 
+    # Leftover idle GPUs go to whoever would end last, but never back to a trial just shrunk
+    # to make room (that would be a restart for nothing).
     candidates = [
         (r.spec, current[r.spec.id], 0.0 if current[r.spec.id] != r.width else config.eps)
         for r in running
-        if r.resizable
+        if r.resizable and r.spec.id not in shrunk
     ]
     current.update(hand_out(candidates, pool, config))
     # A gang shrunk and then grown back by hand_out can end at its old width on other GPUs:

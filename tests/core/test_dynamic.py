@@ -74,10 +74,10 @@ def test_non_resizable_trials_keep_their_shape() -> None:
     assert pool.where("a3") == (3,)
 
 
-def test_a_trial_moved_to_other_gpus_is_reported_even_at_the_same_width() -> None:
-    # g (2 GPUs, beta = 1.5) is water-filled down to 1 GPU, then handed an idle GPU back:
-    # GPU 0, not the GPU 3 it gave up. The caller must hear of it, or GPU 3 would be
-    # double-booked (g still runs there) and GPU 0 booked for nobody.
+def test_no_shrink_into_capacity_nobody_uses() -> None:
+    # g (2 GPUs, beta = 1.5) would save area on 1 GPU, but no trial needs the GPU it would
+    # free: shrinking it only slows it down, and handing the GPU back would be a restart for
+    # nothing (it used to end on GPU 0 instead of 3, a move the caller must hear of).
     pool = GpuPool(4)
     pool.place("z", 1.0)
     pool.place("y", 1.0)
@@ -88,10 +88,23 @@ def test_a_trial_moved_to_other_gpus_is_reported_even_at_the_same_width() -> Non
         RunningTrial(TrialSpec("g", 1.0, beta=1.5, d=2), 2.0),
     ]
     plan = dynamic_fluid(running, [], pool, PolicyConfig())
-    reported = {r.trial_id: r for r in plan.resized}
-    assert pool.where("y") == (1,) and "y" not in reported
-    assert pool.where("g") != (2, 3)
-    assert reported["g"].gpus == pool.where("g") and reported["g"].new_width == 2.0
+    assert plan.resized == []
+    assert pool.where("y") == (1,) and pool.where("g") == (2, 3)
+
+
+def test_a_resize_that_does_not_pay_eps_is_not_made() -> None:
+    # Found by the property test: t2 (5 GPUs) was water-filled down to 1 GPU and handed
+    # GPUs back up to 6: a net 5 -> 6 that saves 0.04 s and costs eps = 1 s.
+    pool = GpuPool(7)
+    config = PolicyConfig(d=1, eps=1.0)
+    t1, t2 = TrialSpec("t1", 6.0), TrialSpec("t2", 2.0, beta=1.125, d=6)
+    pool.place("t0", 1.0)
+    pool.place("t1", 1.0)
+    pool.place("t2", 5.0)
+    pool.release("t0")
+    plan = dynamic_fluid([RunningTrial(t1, 1.0), RunningTrial(t2, 5.0)], [], pool, config)
+    assert plan.resized == []
+    assert pool.where("t2") == (2, 3, 4, 5, 6)
 
 
 def test_waiting_trials_take_freed_capacity_first() -> None:
@@ -151,10 +164,7 @@ def test_gpu_addition_is_handed_out() -> None:
     fixed=st.lists(st.booleans(), min_size=10, max_size=10),
     change=st.sampled_from(["departure", "remove", "add"]),
 )
-# Derandomized: larger random searches find a known counterexample to the eps rule
-# (a gang water-filled down, then handed GPUs back past its old width without paying eps;
-# reported to the lead). The assertions stay strict.
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=150, deadline=None)
 def test_re_plans_keep_the_pool_feasible_and_follow_the_rules(
     trials: list[TrialSpec],
     n: int,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fluid.core import (
@@ -82,9 +82,20 @@ def test_every_schedule_is_feasible_and_above_the_lower_bound(
 
 
 @given(trials=trial_lists(max_size=12, limits=True), n=st.integers(1, 12), config=configs())
-# Derandomized: larger random searches find a known counterexample (the area scale-down
-# rule packs the critical trial onto half a GPU nobody else uses; reported to the lead).
-@settings(max_examples=150, deadline=None, derandomize=True)
+@example(
+    # Once a counterexample: the area rule packed t0, the longest trial, onto half a GPU
+    # nobody else used, and it ran 1.5x slower until t7 left (8.33 s against 8.0 s).
+    trials=[
+        TrialSpec("t0", 8.0, alpha=1.5, d=1),
+        TrialSpec("t4", 1.0, c=1),
+        TrialSpec("t5", 5.0),
+        TrialSpec("t6", 5.0),
+        TrialSpec("t7", 1.0, c=1),
+    ],
+    n=3,
+    config=PolicyConfig(),
+)
+@settings(max_examples=150, deadline=None)
 def test_dynamic_never_worse_than_static_without_resize_cost(
     trials: list[TrialSpec], n: int, config: PolicyConfig
 ) -> None:
