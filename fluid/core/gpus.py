@@ -100,6 +100,12 @@ class GpuPool:
         share = self._gpus[gpus[0]].shares[trial_id]
         return share if is_packed(share) else float(len(gpus))
 
+    def neighbours(self, trial_id: str) -> list[str]:
+        """Other trials on the GPUs of a placed trial."""
+        return [
+            t for g in self._where.get(trial_id, ()) for t in self._gpus[g].shares if t != trial_id
+        ]
+
     def placement(self) -> dict[int, list[tuple[str, float]]]:
         """``{gpu id: [(trial id, share), ...]}`` for every non-empty GPU."""
         return {

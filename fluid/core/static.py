@@ -112,6 +112,8 @@ def hand_out(
 ) -> dict[str, float]:
     """Give idle whole GPUs, one at a time, to the trial that would end last.
 
+    A packed trial alone on its GPU may also grow to that whole GPU (the rest of it is idle).
+
     ``candidates`` are ``(trial, current width, cost of resizing it)``: ``eps`` for a running
     trial, 0 for one being started or already being resized. A trial grows to its next width
     (a packed share becomes one GPU, a gang gets one more) only if
@@ -123,16 +125,21 @@ def hand_out(
     heapq.heapify(heap)
     width = {spec.id: w for spec, w, _ in candidates}
     cost = {spec.id: k for spec, _, k in candidates}
+    # A packed trial alone on its GPU can take the whole of it in place, without idle GPUs.
+    lonely = {s.id for s, w, _ in candidates if is_packed(w) and not pool.neighbours(s.id)}
     whole = pool.n
-    while heap and pool.idle_count():
+    while heap and (pool.idle_count() or lonely):
         _, i = heapq.heappop(heap)
         spec = candidates[i][0]
         w = width[spec.id]
         nxt = _next_width(w)
-        if nxt > config.d_of(spec, whole) or not (
-            spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL
+        if (
+            nxt > config.d_of(spec, whole)
+            or not spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL
+            or not (pool.idle_count() or spec.id in lonely)
         ):
             continue
+        mates = pool.neighbours(spec.id)
         moved = (
             pool.move(spec.id, nxt, config.c_of(spec), spec.memory)
             if is_packed(w)
@@ -140,6 +147,9 @@ def hand_out(
         )
         if moved is None:
             continue
+        lonely.discard(spec.id)
+        if len(mates) == 1 and mates[0] in width and is_packed(width[mates[0]]):
+            lonely.add(mates[0])  # its last GPU-mate left
         width[spec.id] = nxt
         cost[spec.id] = 0.0  # one resize covers any number of extra GPUs
         grown[spec.id] = nxt

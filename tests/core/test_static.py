@@ -163,3 +163,13 @@ def test_placement_is_feasible(
             w = plan.widths[t.id]
             nxt = 1.0 if is_packed(w) else w + 1
             assert nxt > config.d_of(t, pool.n) or t.runtime_at(nxt) >= t.runtime_at(w) - 1e-9
+
+
+def test_a_packed_trial_alone_on_its_gpu_takes_all_of_it() -> None:
+    # 3 GPUs, c = 4: t0 gets 2 GPUs, t1 a quarter of the third, alone there; with
+    # alpha = 1.95 a quarter GPU is 7.4x slower than the whole one nobody else uses.
+    pool = GpuPool(3)
+    trials = [TrialSpec("t0", 73.0), TrialSpec("t1", 30.0, alpha=1.95)]
+    plan = static_fluid(trials, pool, PolicyConfig(c=4))
+    assert plan.widths == {"t0": 2.0, "t1": 1.0}
+    assert pool.where("t1") == (2,)
