@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from ray.tune.callback import Callback
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
@@ -269,6 +270,7 @@ class FluidExecutor(TrialScheduler):
             )
         self._pool = GpuPool(int(math.floor(self._gpus)), self._policy.gpu_memory)
         self._install_outstanding_limit(tc)
+        self._install_shape_column(controller)
         self._state_dir = self._experiment_dir(controller)
         self._restored = self._load_state()
 
@@ -658,6 +660,12 @@ class FluidExecutor(TrialScheduler):
                 f"trial {trial} asks for {asked:g} GPUs but the cluster has {self._gpus:g}"
             )
 
+    def _install_shape_column(self, controller: Any) -> None:
+        """Add each iteration's shape to its result, so progress tables and logs show it."""
+        callbacks = getattr(getattr(controller, "_callbacks", None), "_callbacks", None)
+        if isinstance(callbacks, list):
+            callbacks.insert(0, _ShapeColumn(self))  # before the loggers write the result
+
     # ------------------------------------------------------------------ outstanding trials
     def _install_outstanding_limit(self, tc: Any) -> None:
         search_alg = getattr(tc, "search_alg", None)
@@ -723,6 +731,20 @@ class FluidExecutor(TrialScheduler):
             "Fluid %s plan for TrialGroup %d: %s", kind, gid,
             ", ".join(f"{k}: {describe(v)}" for k, v in widths.items()),
         )
+
+
+class _ShapeColumn(Callback):
+    """Writes ``fluid_shape`` (e.g. ``"0.5 GPU"``) and ``fluid_gpus`` into every result."""
+
+    def __init__(self, executor: FluidExecutor) -> None:
+        self._executor = executor
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Trial, result: dict,
+                        **info: Any) -> None:
+        rec = self._executor._records.get(trial.trial_id)
+        if rec is not None and rec.actual is not None:
+            result["fluid_shape"] = describe(rec.actual)
+            result["fluid_gpus"] = rec.actual
 
 
 class _OutstandingLimit:

@@ -29,6 +29,8 @@ def test_grid_search_packs_gangs_and_resizes(ray4, tmp_path):
         assert list(df["training_iteration"]) == list(range(1, ITERS + 1)), trial
         # The shape the trial saw from inside is the one the static plan gave it.
         assert df["gpus"].iloc[0] == static["widths"][trial.trial_id]
+        # Fluid wrote the shape of every iteration into its result, as the trial saw it.
+        assert list(df["fluid_gpus"]) == list(df["gpus"]), trial
         widths_seen += list(df["gpus"])
     assert any(w < 1 for w in widths_seen), "no trial ran packed"
     assert any(w >= 2 for w in widths_seen), "no trial ran as a gang"
