@@ -24,6 +24,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "fluid.cli.plan",
     "fluid.cli.bench",
     "fluid.cli.demo",
+    "fluid.cli.profile",
 )
 
 #: Exit code of user errors (as argparse uses for usage errors).

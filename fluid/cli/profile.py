@@ -1,0 +1,85 @@
+"""``fluid profile``: measure a trainable's alpha, c, beta, d (cached for later sessions)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add ``fluid profile``."""
+    p = subparsers.add_parser(
+        "profile",
+        help="measure a trainable's packing (alpha, c) and scaling (beta, d) overheads",
+        description="Run TRAINABLE (module:function) as 1..P trials sharing one GPU and as "
+        "gangs of 1..W GPUs; print alpha, c, beta, d. Results are cached by trainable, config "
+        "and device model. Starts a local Ray instance with logical GPUs unless --address.",
+    )
+    p.add_argument("trainable", help="import path of the trainable, e.g. mypkg.train:loop")
+    p.add_argument("--config", default="{}", help="JSON config of the profiled trial")
+    p.add_argument("--iterations", type=int, default=4, help="per run (default %(default)s)")
+    p.add_argument("--max-pack", type=int, default=4, help="P (default %(default)s)")
+    p.add_argument("--max-workers", type=int, default=2, help="W (default %(default)s)")
+    p.add_argument("--gpus", type=int, default=4, help="logical GPUs of the local Ray instance")
+    p.add_argument("--address", default=None, help="connect to this Ray cluster instead")
+    p.add_argument("--cache", default=None, help="cache file (default ~/.cache/fluid/...)")
+    p.add_argument("--refresh", action="store_true", help="measure even if cached")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def _import(path: str) -> Any:
+    module, sep, name = path.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"trainable must be MODULE:NAME, got {path!r}")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"cannot import trainable {path!r}: {e}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile and print; returns the exit code."""
+    from fluid.cli import error
+
+    try:
+        config = json.loads(args.config)
+        if not isinstance(config, dict):
+            raise ValueError("--config must be a JSON object")
+        trainable = _import(args.trainable)
+    except ValueError as e:
+        return error(str(e))
+    if args.gpus < 1:
+        return error(f"--gpus must be >= 1, got {args.gpus}")
+    import ray
+
+    from fluid.tune.profiler import DEFAULT_CACHE, profile
+
+    if args.address:
+        ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address="local", num_cpus=2, num_gpus=args.gpus, include_dashboard=False,
+                 log_to_driver=False)
+    try:
+        prof = profile(
+            trainable, config, iterations=args.iterations, max_pack=args.max_pack,
+            max_workers=args.max_workers, cache=args.cache or DEFAULT_CACHE,
+            refresh=args.refresh, progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except ValueError as e:
+        return error(str(e))
+    finally:
+        ray.shutdown()
+    if args.json:
+        print(json.dumps(prof.to_json()))
+        return 0
+    kind = "CPU numbers (no GPU: trials shared CPU cores)" if prof.device.startswith("cpu") else \
+        "GPU numbers"
+    print(f"device: {prof.device} ({kind})")
+    print("packing: " + ", ".join(f"p={p}: {t:.3f}s" for p, t in prof.pack_times.items()))
+    print("gangs:   " + ", ".join(f"w={w}: {t:.3f}s" for w, t in prof.gang_times.items()))
+    print(f"alpha = {prof.alpha:.3f}   c = {prof.c}   beta = {prof.beta:.3f}   d = {prof.d}")
+    return 0

@@ -1,0 +1,36 @@
+"""Trainables for the profiler tests: one modeled, one that really uses the CPU."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from ray import tune
+
+from fluid.core import slowdown
+from fluid.tune import ElasticTrainable
+
+
+def _width() -> float:
+    pgf = tune.get_context().get_trial_resources()
+    return float(sum(b.get("GPU", 0) for b in pgf.bundles))
+
+
+def slowed(config: dict) -> None:
+    """Sleeps 0.2 s x f(w) with the config's alpha and beta: the profiler must find them."""
+    w = _width()
+    for i in range(1, 100):
+        time.sleep(0.2 * slowdown(w, config["alpha"], config["beta"]))
+        tune.report({"i": i})
+
+
+slowed.__mixins__ = (ElasticTrainable,)
+
+
+def busy(config: dict) -> None:
+    """Burns CPU for a fixed amount of work per iteration (packing shares 2 cores)."""
+    a = np.ones((160, 160))
+    for i in range(1, 100):
+        for _ in range(30):
+            a = np.tanh(a @ a / 160)
+        tune.report({"i": i})

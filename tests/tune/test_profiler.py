@@ -1,0 +1,37 @@
+"""The profiler finds the overheads a trainable has, and caches them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fluid.cli import main
+from fluid.tune.profiler import Profile, cache_key, device_model, profile
+from tests.tune.profile_trainables import slowed
+
+
+def test_profile_recovers_modeled_overheads_and_caches(ray4, tmp_path):
+    cache = str(tmp_path / "profiles.json")
+    config = {"alpha": 1.5, "beta": 1.2}
+    prof = profile(slowed, config, iterations=3, max_pack=3, max_workers=3, cache=cache,
+                   cpus_per_trial=0.1)
+    assert prof.alpha == pytest.approx(1.5, rel=0.1)
+    assert prof.beta == pytest.approx(1.2, rel=0.1)
+    # O_2 = 1 - 1/2 * 1.5 = 0.25 > 0.1, O_3 = 1 - 2/3 * 1.5 = 0 -> c = 2.
+    assert prof.c == 2
+    # S_w = 1 - (w-1)/w * 1.2: 0.4, 0.2 -> d = 3 (all measured widths pay).
+    assert prof.d == 3
+    assert prof.device == device_model() and prof.device.startswith("cpu")
+    with open(cache) as f:
+        stored = json.load(f)
+    assert Profile.from_json(stored[cache_key(slowed, config, prof.device)]) == prof
+    # A second call reuses the cache: no Tune run happens (a cluster-less call would fail).
+    again = profile(slowed, config, iterations=3, max_pack=3, max_workers=3, cache=cache)
+    assert again == prof
+
+
+def test_profile_rejects_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="iterations must be an integer >= 2"):
+        profile(slowed, {}, iterations=1)
+    assert main(["profile", "no_colon_here"]) == 2
