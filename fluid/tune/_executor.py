@@ -98,7 +98,8 @@ class _Record:
     iteration: int = 0
     width: float | None = None  # width held in the GPU mirror (the target while resizing)
     actual: float | None = None  # width the trial runs at now
-    samples: deque = field(default_factory=lambda: deque(maxlen=5))
+    samples: deque = field(default_factory=lambda: deque(maxlen=5))  # one-GPU seconds
+    raw: dict = field(default_factory=dict)  # width -> recent raw seconds per iteration
     fresh_start: bool = True
     checkpoints: bool = False
     resize_at: float | None = None
@@ -135,6 +136,11 @@ class FluidExecutor(TrialScheduler):
         default_iteration_time: seconds per iteration on one GPU assumed before any trial
             reported (only the ratios between trials matter, so budgets decide at first).
         dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
+        profile: a ``fluid.tune.profiler.Profile``: its ``alpha``, ``beta``, ``c``, ``d``
+            replace the options of the same name.
+        refine: keep refining ``alpha`` and ``beta`` from trials measured at two widths
+            (a trial resized from a share ``1/p`` to ``1/q`` gives ``alpha``; a gang resized
+            from ``w`` to ``v`` GPUs gives ``beta``); the median over trials is used.
         clock: monotonic clock in seconds (injected by the simulator).
         resources: where the cluster's GPU count is read (injected by the simulator).
 
@@ -167,11 +173,15 @@ class FluidExecutor(TrialScheduler):
         elastic: bool | None = None,
         default_iteration_time: float = DEFAULT_ITERATION_TIME,
         dynamic: bool = True,
+        profile: Any = None,
+        refine: bool = True,
         clock: Callable[[], float] | None = None,
         resources: ResourceView | None = None,
     ) -> None:
         super().__init__()
         self._records: dict[str, _Record] = {}
+        if profile is not None:
+            alpha, beta, c, d = profile.alpha, profile.beta, profile.c, profile.d
         checks = [
             ("alpha", alpha, alpha >= 1, ">= 1"),
             ("beta", beta, beta >= 1, ">= 1"),
@@ -199,7 +209,7 @@ class FluidExecutor(TrialScheduler):
         self.max_outstanding = max_outstanding
         self.cpus_per_trial, self.cpus_per_worker = cpus_per_trial, cpus_per_worker
         self.elastic, self.default_iteration_time = elastic, default_iteration_time
-        self.dynamic = dynamic
+        self.dynamic, self.refine = dynamic, refine
         self._clock = clock or time.monotonic
         self._resources = resources
         self._records: dict[str, _Record] = {}
@@ -415,6 +425,9 @@ class FluidExecutor(TrialScheduler):
             rec.resize_at = None
         elif dt is not None and rec.actual and (not rec.fresh_start or not rec.samples):
             rec.samples.append(float(dt) / self._slowdown(rec.actual))
+            rec.raw.setdefault(rec.actual, deque(maxlen=5)).append(float(dt))
+            if self.refine and len(rec.raw) > 1:
+                self._refine_overheads()
             if len(rec.samples) == 1:
                 self._replan_groups.add(rec.group)  # first measurement: a profiling round
                 self._dirty = True
@@ -620,6 +633,26 @@ class FluidExecutor(TrialScheduler):
     # ------------------------------------------------------------------ estimates
     def _slowdown(self, width: float | None) -> float:
         return slowdown(width, self.alpha, self.beta) if width else 1.0
+
+    def _refine_overheads(self) -> None:
+        """Re-estimate ``alpha``/``beta`` from trials seen at two widths of the same kind."""
+        alphas, betas = [], []
+        for rec in self._records.values():
+            times = {w: statistics.median(v) for w, v in rec.raw.items() if v}
+            packed = sorted((round(1 / w), t) for w, t in times.items() if w <= 1)
+            gangs = sorted((round(w), t) for w, t in times.items() if w >= 1)
+            for (p, tp), (q, tq) in zip(packed, packed[1:], strict=False):
+                alphas.append((tq / tp) ** (1.0 / (q - p)))
+            for (w, tw), (v, tv) in zip(gangs, gangs[1:], strict=False):
+                betas.append((v * tv / (w * tw)) ** (1.0 / (v - w)))
+        if alphas:
+            self.alpha = max(1.0, statistics.median(alphas))
+        if betas:
+            self.beta = max(1.0, statistics.median(betas))
+        for rec in self._records.values():  # one-GPU times under the new overheads
+            rec.samples = deque(
+                (t / self._slowdown(w) for w, v in rec.raw.items() for t in v), maxlen=5
+            )
 
     def _iteration_time(self, rec: _Record) -> float:
         if rec.samples:
