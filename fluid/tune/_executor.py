@@ -665,14 +665,28 @@ class FluidExecutor(TrialScheduler):
         until = rec.until if rec.until is not None else self._default_until(rec)
         left = max(1, until - rec.iteration)
         d = None if self._is_elastic(rec.trial) else 1
-        memory = self.trial_memory
-        peak = rec.trial.last_result.get("fluid_peak_gpu_memory") if rec.trial.last_result else None
-        if memory is None and peak:
-            memory = float(peak) / 2**30
         return TrialSpec(
             rec.trial.trial_id, left * self._iteration_time(rec), self.alpha, self.beta,
-            d=d, memory=memory if self._policy.gpu_memory else None,
+            d=d, memory=self._memory(rec),
         )
+
+    def _memory(self, rec: _Record) -> float | None:
+        """GB a trial needs on a GPU, for memory-safe packing (only with ``gpu_memory``).
+
+        Its reported peak (``fluid_peak_gpu_memory``, bytes) when known, else
+        ``trial_memory``, else the largest peak reported so far, else a whole GPU: a trial
+        of unknown size is never packed, since MPS isolates no memory.
+        """
+        capacity = self._policy.gpu_memory
+        if capacity is None:
+            return None
+        peak = _peak_gb(rec.trial)
+        if peak is not None:
+            return peak
+        if self.trial_memory is not None:
+            return self.trial_memory
+        known = [p for r in self._records.values() if (p := _peak_gb(r.trial)) is not None]
+        return max(known) if known else capacity
 
     def _default_until(self, rec: _Record) -> int:
         known = [r.until for r in self._records.values() if r.until is not None]
@@ -817,6 +831,12 @@ def _by_group(recs: list[_Record]) -> dict[int, list[_Record]]:
     for r in recs:
         out.setdefault(r.group, []).append(r)
     return out
+
+
+def _peak_gb(trial: Trial) -> float | None:
+    last = trial.last_result or {}
+    peak = last.get("fluid_peak_gpu_memory")
+    return float(peak) / 2**30 if peak else None
 
 
 def _stop_iteration(trial: Trial) -> int | None:

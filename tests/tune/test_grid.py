@@ -40,3 +40,27 @@ def test_grid_search_packs_gangs_and_resizes(ray4, tmp_path):
     resized = [t for t in analysis.trials if frames[t.trial_id]["gpus"].nunique() > 1]
     assert resized, "no trial changed shape"
     assert "resizes" in ex.debug_string()
+
+
+def test_memory_safe_packing(ray4, tmp_path):
+    # c would allow 8 trials on a GPU; 3 GB each on 8 GB GPUs allows only 2.
+    ex = FluidExecutor(cpus_per_trial=0.1, gpu_memory=8.0, trial_memory=3.0, eps=0.5)
+    analysis = tune.run(
+        modeled,
+        config={"t": 0.1, "iters": 3, "peak_gb": 3.0, "n": tune.grid_search(list(range(8)))},
+        trial_executor=ex,
+        storage_path=str(tmp_path),
+        verbose=0,
+    )
+    assert all(t.status == "TERMINATED" for t in analysis.trials)
+    # Replay Fluid's placements: at no time are more than 2 trials on one GPU.
+    events = []
+    for t in analysis.trials:
+        timeline = ex.shape_timeline(t.trial_id)
+        for (start, _w, gpus), (end, _, _) in zip(timeline, timeline[1:], strict=False):
+            events += [(start, 1, g) for g in gpus] + [(end, -1, g) for g in gpus]
+    load: dict[int, int] = {}
+    for _, delta, g in sorted(events, key=lambda e: (e[0], e[1])):
+        load[g] = load.get(g, 0) + delta
+        assert load[g] <= 2, f"GPU {g} holds {load[g]} trials of 3 GB on 8 GB"
+    assert max(len(ex.shape_timeline(t.trial_id)) for t in analysis.trials) >= 2

@@ -43,8 +43,11 @@ def modeled(config: dict) -> None:
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state.json"), "w") as f:
                 json.dump({"it": it}, f)
+            metrics = {"it": it, "gpus": gpus, "score": config.get("q", 1.0) * it}
+            if "peak_gb" in config:  # an injected peak GPU memory, as fluid.train reports it
+                metrics["fluid_peak_gpu_memory"] = int(config["peak_gb"] * 2**30)
             tune.report(
-                {"it": it, "gpus": gpus, "score": config.get("q", 1.0) * it},
+                metrics,
                 checkpoint=Checkpoint.from_directory(d),
             )
 
