@@ -1,0 +1,18 @@
+"""GPU-node services: NVIDIA MPS daemons (`fluid.gpu.mps`) and NVML sampling (`fluid.gpu.nvml`).
+
+Both degrade to a clear message on machines without a GPU.
+"""
+
+from fluid.gpu.mps import MPSManager, client_env, thread_percentage
+from fluid.gpu.nvml import ClusterGPUSampler, GPURecord, GPUSampler, gpu_count, peak_gpu_memory
+
+__all__ = [
+    "ClusterGPUSampler",
+    "GPURecord",
+    "GPUSampler",
+    "MPSManager",
+    "client_env",
+    "gpu_count",
+    "peak_gpu_memory",
+    "thread_percentage",
+]

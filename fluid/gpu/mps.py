@@ -1,0 +1,325 @@
+"""NVIDIA MPS control daemons, one per GPU node, for packed (fractional-GPU) trials.
+
+`MPSManager` starts ``nvidia-cuda-mps-control -d`` on every GPU node through a small actor
+pinned to the node, with ``CUDA_MPS_PIPE_DIRECTORY`` / ``CUDA_MPS_LOG_DIRECTORY`` under
+``/tmp/fluid-mps/<ray session>/<node>``, and stops it with ``echo quit |
+nvidia-cuda-mps-control``. Trial processes connect by calling `client_env` (done by
+`fluid.train.elastic` before the loop starts) which returns the environment a CUDA client
+on this node needs.
+
+Compute share: with ``enable_thread_percentage=True`` a packed trial holding a fraction
+``s`` of a GPU gets ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = ceil(100 * s)`` in its own
+environment, i.e. a per-client limit that applies to that process's CUDA context. The
+daemon-wide ``set_default_active_thread_percentage`` control command is *not* used: it
+applies to every client that starts afterwards, so two trials with different shares
+starting at the same time would race for it.
+
+A node without MPS (no ``nvidia-cuda-mps-control`` on PATH, or NVML reports no GPU) is
+reported once with a warning; packed trials on it run time-shared, as without Fluid.
+
+Example:
+    >>> mps = MPSManager(enable_thread_percentage=True)   # doctest: +SKIP
+    >>> mps.start()                                         # doctest: +SKIP
+    >>> ... tune.Tuner(...).fit() ...                       # doctest: +SKIP
+    >>> mps.stop()                                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import subprocess
+import threading
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+CONTROL_BINARY = "nvidia-cuda-mps-control"
+PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
+LOG_ENV = "CUDA_MPS_LOG_DIRECTORY"
+THREAD_PERCENTAGE_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+NAMESPACE = "fluid"
+_COMMAND_TIMEOUT_S = 30.0
+
+_warned_nodes: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def _actor_name(node_id: str) -> str:
+    return f"fluid-mps-{node_id}"
+
+
+def thread_percentage(share: float) -> int:
+    """MPS active-thread percentage for a process holding ``share`` of a GPU (1..100).
+
+    Example:
+        >>> thread_percentage(0.5), thread_percentage(1 / 3), thread_percentage(1.0)
+        (50, 34, 100)
+    """
+    if not share > 0:
+        raise ValueError(f"thread_percentage(share=...) must be > 0, got {share}")
+    return max(1, min(100, math.ceil(round(share * 100, 6))))
+
+
+def base_dir(session_name: str, node_id: str, root: str = "/tmp/fluid-mps") -> str:
+    """Per-session, per-node MPS directory (short: the pipe path must fit a Unix socket)."""
+    return os.path.join(root, session_name, node_id[:12])
+
+
+class _MPSDaemon:
+    """Lives on one node; owns that node's control daemon."""
+
+    def __init__(
+        self, node_id: str, directory: str, binary: str, require_gpu: bool, thread_pct: bool
+    ) -> None:
+        self.node_id = node_id
+        self.pipe_dir = os.path.join(directory, "pipe")
+        self.log_dir = os.path.join(directory, "log")
+        self.binary = binary
+        self.require_gpu = require_gpu
+        self.thread_pct = thread_pct
+        self.running = False
+        self.reason: str | None = None
+        self.grants: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._path = shutil.which(binary)
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # Ray hides GPUs from actors that asked for none; the daemon must see them all.
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        env[PIPE_ENV] = self.pipe_dir
+        env[LOG_ENV] = self.log_dir
+        return env
+
+    def _probe(self) -> str | None:
+        if self._path is None:
+            return f"{self.binary} is not on PATH"
+        if self.require_gpu:
+            from fluid.gpu.nvml import gpu_count
+
+            n = gpu_count()
+            if n is None:
+                return "NVML is not available (no NVIDIA driver)"
+            if n == 0:
+                return "NVML reports no GPU"
+        return None
+
+    def start(self) -> dict[str, Any]:
+        with self._lock:
+            if self.running:
+                return self.status()
+            self.reason = self._probe()
+            if self.reason is None:
+                os.makedirs(self.pipe_dir, exist_ok=True)
+                os.makedirs(self.log_dir, exist_ok=True)
+                try:
+                    proc = subprocess.run(
+                        [self._path, "-d"],
+                        env=self._env(),
+                        capture_output=True,
+                        text=True,
+                        timeout=_COMMAND_TIMEOUT_S,
+                    )
+                except (OSError, subprocess.TimeoutExpired) as e:
+                    self.reason = f"could not run {self.binary} -d: {e}"
+                else:
+                    if proc.returncode == 0:
+                        self.running = True
+                    else:
+                        self.reason = (
+                            f"{self.binary} -d exited with {proc.returncode}: "
+                            f"{(proc.stderr or proc.stdout).strip()}"
+                        )
+            return self.status()
+
+    def stop(self) -> dict[str, Any]:
+        with self._lock:
+            if self.running:
+                try:
+                    proc = subprocess.run(
+                        [self._path],
+                        input="quit\n",
+                        env=self._env(),
+                        capture_output=True,
+                        text=True,
+                        timeout=_COMMAND_TIMEOUT_S,
+                    )
+                    if proc.returncode != 0:
+                        self.reason = f"quit exited with {proc.returncode}: {proc.stderr.strip()}"
+                except (OSError, subprocess.TimeoutExpired) as e:
+                    self.reason = f"could not stop the daemon: {e}"
+                self.running = False
+            return self.status()
+
+    def client_env(self, share: float, pid: int | None = None) -> dict[str, str]:
+        if not self.running:
+            return {}
+        env = {PIPE_ENV: self.pipe_dir, LOG_ENV: self.log_dir}
+        if self.thread_pct and 0 < share < 1:
+            env[THREAD_PERCENTAGE_ENV] = str(thread_percentage(share))
+        with self._lock:
+            self.grants.append({"pid": pid, "share": share, "env": dict(env)})
+        return env
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "available": self.reason is None and self._path is not None,
+            "running": self.running,
+            "reason": self.reason,
+            "pipe_dir": self.pipe_dir,
+            "log_dir": self.log_dir,
+            "thread_percentage": self.thread_pct,
+            "grants": list(self.grants),
+        }
+
+
+class MPSManager:
+    """Starts and stops one MPS control daemon per GPU node of the Ray cluster.
+
+    Args:
+        enable_thread_percentage: give each packed trial (GPU share < 1) the per-client
+            limit ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = ceil(100 * share)``.
+        nodes: node ids to manage (default: every alive node with a ``GPU`` resource).
+        binary: control binary name or path, looked up on each node's PATH.
+        require_gpu: treat a node as MPS-less when NVML finds no GPU. Set False only where
+            the binary is present but NVML is not (containers, tests with a fake binary).
+        root: parent directory of the per-session pipe/log directories.
+
+    Example:
+        >>> mps = MPSManager(enable_thread_percentage=True)      # doctest: +SKIP
+        >>> mps.start(); print(mps.status()); mps.stop()        # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        enable_thread_percentage: bool = False,
+        *,
+        nodes: list[str] | None = None,
+        binary: str = CONTROL_BINARY,
+        require_gpu: bool = True,
+        root: str = "/tmp/fluid-mps",
+    ) -> None:
+        if not isinstance(binary, str) or not binary:
+            raise ValueError(f"MPSManager(binary=...) must be a non-empty string, got {binary!r}")
+        self.enable_thread_percentage = bool(enable_thread_percentage)
+        self._nodes = nodes
+        self.binary = binary
+        self.require_gpu = require_gpu
+        self.root = root
+        self._actors: dict[str, Any] = {}
+        self._status: dict[str, dict[str, Any]] = {}
+
+    def start(self) -> dict[str, dict[str, Any]]:
+        """Start a daemon on every GPU node (idempotent); return `status`."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from fluid.gpu.nvml import gpu_nodes
+
+        if not ray.is_initialized():
+            raise RuntimeError("MPSManager.start() needs ray.init() first")
+        session = ray.get_runtime_context().get_session_name()
+        nodes = self._nodes if self._nodes is not None else gpu_nodes()
+        remote = ray.remote(num_cpus=0, max_concurrency=4)(_MPSDaemon)
+        for nid in nodes:
+            if nid in self._actors:
+                continue
+            self._actors[nid] = remote.options(
+                name=_actor_name(nid),
+                namespace=NAMESPACE,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
+            ).remote(
+                nid,
+                base_dir(session, nid, self.root),
+                self.binary,
+                self.require_gpu,
+                self.enable_thread_percentage,
+            )
+        ids = list(self._actors)
+        results = ray.get([self._actors[n].start.remote() for n in ids])
+        self._status = dict(zip(ids, results, strict=True))
+        for nid, st in self._status.items():
+            if not st["running"]:
+                _warn_once(nid, st["reason"])
+        return self.status()
+
+    def stop(self) -> dict[str, dict[str, Any]]:
+        """Send ``quit`` to every daemon and end the node actors; return the final status."""
+        import ray
+
+        if not self._actors:
+            return self.status()
+        ids = list(self._actors)
+        results = ray.get([self._actors[n].stop.remote() for n in ids])
+        self._status = dict(zip(ids, results, strict=True))
+        for a in self._actors.values():
+            ray.kill(a)
+        self._actors = {}
+        return self.status()
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Per node id: available, running, reason (why not), pipe/log dirs, grants."""
+        import ray
+
+        if self._actors:
+            ids = list(self._actors)
+            self._status = dict(
+                zip(ids, ray.get([self._actors[n].status.remote() for n in ids]), strict=True)
+            )
+        return {k: dict(v) for k, v in self._status.items()}
+
+    def env_for_share(self, share: float, node_id: str | None = None) -> dict[str, str]:
+        """Environment for a CUDA process on ``node_id`` (default: this node) holding
+        ``share`` of a GPU: the pipe/log directories, plus the thread percentage when
+        enabled and ``share < 1``. Empty when the node runs no daemon."""
+        import ray
+
+        if not share > 0:
+            raise ValueError(f"env_for_share(share=...) must be > 0, got {share}")
+        nid = node_id or ray.get_runtime_context().get_node_id()
+        actor = self._actors.get(nid)
+        if actor is None:
+            return {}
+        return ray.get(actor.client_env.remote(share, None))
+
+    def __enter__(self) -> MPSManager:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _warn_once(node_id: str, reason: str | None) -> None:
+    with _warn_lock:
+        if node_id in _warned_nodes:
+            return
+        _warned_nodes.add(node_id)
+    logger.warning(
+        "fluid.gpu.mps: no MPS on node %s (%s); packed trials on it run time-shared",
+        node_id[:12],
+        reason,
+    )
+
+
+def client_env(share: float) -> dict[str, str]:
+    """Environment this process needs to use the MPS daemon Fluid runs on its node.
+
+    Called by `fluid.train.elastic` in every trial/worker process that holds a GPU, before
+    the loop starts (CUDA reads these variables when it creates its context). Returns {}
+    when no `MPSManager` daemon runs on this node.
+    """
+    import ray
+
+    if share <= 0 or not ray.is_initialized():
+        return {}
+    nid = ray.get_runtime_context().get_node_id()
+    try:
+        actor = ray.get_actor(_actor_name(nid), namespace=NAMESPACE)
+    except ValueError:
+        return {}
+    return ray.get(actor.client_env.remote(share, os.getpid()), timeout=_COMMAND_TIMEOUT_S)
