@@ -138,6 +138,8 @@ class FluidExecutor(TrialScheduler):
         dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
         profile: a ``fluid.tune.profiler.Profile``: its ``alpha``, ``beta``, ``c``, ``d``
             replace the options of the same name.
+        mps: a ``fluid.gpu.MPSManager`` (any object with ``start()`` and ``stop()``): started
+            with the experiment (one MPS daemon per GPU node) and stopped when it ends.
         refine: keep refining ``alpha`` and ``beta`` from trials measured at two widths
             (a trial resized from a share ``1/p`` to ``1/q`` gives ``alpha``; a gang resized
             from ``w`` to ``v`` GPUs gives ``beta``); the median over trials is used.
@@ -175,6 +177,7 @@ class FluidExecutor(TrialScheduler):
         dynamic: bool = True,
         profile: Any = None,
         refine: bool = True,
+        mps: Any = None,
         clock: Callable[[], float] | None = None,
         resources: ResourceView | None = None,
     ) -> None:
@@ -210,6 +213,10 @@ class FluidExecutor(TrialScheduler):
         self.cpus_per_trial, self.cpus_per_worker = cpus_per_trial, cpus_per_worker
         self.elastic, self.default_iteration_time = elastic, default_iteration_time
         self.dynamic, self.refine = dynamic, refine
+        if mps is not None and not (callable(getattr(mps, "start", None))
+                                    and callable(getattr(mps, "stop", None))):
+            raise FluidConfigError(f"mps must be a fluid.gpu.MPSManager, got {mps!r}")
+        self.mps = mps
         self._clock = clock or time.monotonic
         self._resources = resources
         self._records: dict[str, _Record] = {}
@@ -281,6 +288,8 @@ class FluidExecutor(TrialScheduler):
         self._pool = GpuPool(int(math.floor(self._gpus)), self._policy.gpu_memory)
         self._install_outstanding_limit(tc)
         self._install_shape_column(controller)
+        if self.mps is not None:
+            self.mps.start()
         self._state_dir = self._experiment_dir(controller)
         self._restored = self._load_state()
 
@@ -712,6 +721,9 @@ class FluidExecutor(TrialScheduler):
         callbacks = getattr(getattr(controller, "_callbacks", None), "_callbacks", None)
         if isinstance(callbacks, list):
             callbacks.insert(0, _ShapeColumn(self))  # before the loggers write the result
+        elif self.mps is not None:
+            logger.warning("Fluid: cannot hook the experiment's end; stop the MPS daemons "
+                           "yourself with mps.stop()")
 
     # ------------------------------------------------------------------ outstanding trials
     def _install_outstanding_limit(self, tc: Any) -> None:
@@ -781,7 +793,8 @@ class FluidExecutor(TrialScheduler):
 
 
 class _ShapeColumn(Callback):
-    """Writes ``fluid_shape`` (e.g. ``"0.5 GPU"``) and ``fluid_gpus`` into every result."""
+    """Writes ``fluid_shape`` (e.g. ``"0.5 GPU"``) and ``fluid_gpus`` into every result;
+    stops the executor's MPS daemons when the experiment ends."""
 
     def __init__(self, executor: FluidExecutor) -> None:
         self._executor = executor
@@ -792,6 +805,10 @@ class _ShapeColumn(Callback):
         if rec is not None and rec.actual is not None:
             result["fluid_shape"] = describe(rec.actual)
             result["fluid_gpus"] = rec.actual
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self._executor.mps is not None:
+            self._executor.mps.stop()
 
 
 class _OutstandingLimit:
