@@ -224,6 +224,7 @@ class FluidExecutor(TrialScheduler):
         self._queue: list[str] = []  # planned, waiting for capacity, in start order
         self._ready: list[str] = []  # placed in the mirror, to be returned to Tune
         self._pool: GpuPool | None = None
+        self._deficit = 0  # GPUs gone from the cluster but still in the plan (not yet idle)
         self._gpus = 0.0
         self._dirty = True
         self._replan_groups: set[int] = set()
@@ -613,31 +614,39 @@ class FluidExecutor(TrialScheduler):
         self._save_state(force=True)
 
     def _sync_cluster(self) -> None:
-        """A resource change (node joined or left) re-plans with the GPUs there are now."""
+        """A resource change (node joined or left) re-plans with the GPUs there are now.
+
+        Fluid's GPU ids are its own plan, not Ray's devices, so it cannot tell which trials a
+        lost node held: those fail in Ray and come back through Tune's retry. Lost capacity
+        is taken out of the plan as GPUs fall idle (a deficit), never by evicting a trial
+        that may still be running.
+        """
         if self._pool is None or self._resources is None:
             return
         gpus = self._resources.gpus()
-        if gpus == self._gpus:
-            return
-        n_new = int(math.floor(gpus))
-        logger.info("Fluid: cluster GPUs changed from %g to %g", self._gpus, gpus)
-        self._gpus = gpus
-        if n_new > self._pool.n:
-            self._pool.add_gpus(n_new - self._pool.n)
-        elif n_new < self._pool.n:
-            # Take away idle GPUs first; trials on lost GPUs fail in Ray and come back
-            # through Tune's retry (on_trial_add), which re-queues them.
-            idle = [g for g in reversed(self._pool.gpu_ids) if g not in self._pool.placement()]
-            gone = idle[: self._pool.n - n_new]
-            busy = [g for g in reversed(self._pool.gpu_ids) if g not in gone]
-            gone += busy[: self._pool.n - n_new - len(gone)]
-            for tid in self._pool.remove_gpus(gone):
-                rec = self._records[tid]
-                rec.width = None
-                if rec.phase in ("ready", "queued"):
-                    rec.phase = "held"
-        self._replan_groups.update(r.group for r in self._records.values() if r.phase == "running")
-        self._dirty = True
+        if gpus != self._gpus:
+            logger.info("Fluid: cluster GPUs changed from %g to %g", self._gpus, gpus)
+            self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
+                                  "widths": {}, "gpus": gpus})
+            self._gpus = gpus
+            target = int(math.floor(gpus))
+            have = self._pool.n - self._deficit
+            if target > have:
+                paid = min(self._deficit, target - have)
+                self._deficit -= paid
+                self._pool.add_gpus(target - have - paid)
+            else:
+                self._deficit += have - target
+            self._replan_groups.update(
+                r.group for r in self._records.values() if r.phase == "running"
+            )
+            self._dirty = True
+        if self._deficit:
+            placed = self._pool.placement()
+            idle = [g for g in reversed(self._pool.gpu_ids) if g not in placed][: self._deficit]
+            if idle:
+                self._pool.remove_gpus(idle)
+                self._deficit -= len(idle)
 
     # ------------------------------------------------------------------ estimates
     def _slowdown(self, width: float | None) -> float:
