@@ -81,3 +81,42 @@ def test_bad_input_is_refused(ray4, tmp_path):
     greedy = ray.tune.with_resources(modeled, {"cpu": 0.1, "gpu": 8})
     with pytest.raises(Exception, match="asks for 8 GPUs but the cluster has 4"):
         tune.run(greedy, trial_executor=_ex(), verbose=0, storage_path=str(tmp_path))
+
+
+def test_trial_process_killed_mid_run(ray4, tmp_path):
+    import os
+    import signal
+    import threading
+    import time
+
+    ex = _ex()
+    out = {}
+
+    def experiment():
+        out["analysis"] = tune.run(
+            modeled,
+            config={"t": tune.grid_search([0.5, 0.5, 1.0]), "iters": 8},
+            trial_executor=ex,
+            storage_path=str(tmp_path),
+            max_failures=2,
+            verbose=0,
+        )
+
+    thread = threading.Thread(target=experiment, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    victim = None
+    while victim is None and time.monotonic() < deadline:
+        time.sleep(1)
+        trials = [ex.get_trial(t) for t in list(ex._records)]
+        if len(trials) == 3 and all(t.last_result.get("it", 0) >= 2 for t in trials):
+            victim = trials[-1].last_result["pid"]  # Tune reports each trial's process id
+    assert victim is not None, "trials never got going"
+    os.kill(victim, signal.SIGKILL)  # the trial's process dies, as on a crash
+    thread.join(timeout=300)
+    analysis = out["analysis"]
+    for trial in analysis.trials:
+        assert trial.status == "TERMINATED", trial
+        df = analysis.trial_dataframes[trial.trial_id]
+        assert list(df["it"]) == list(range(1, 9)), (trial, list(df["it"]))
+    assert any(t.num_failures == 1 for t in analysis.trials)
