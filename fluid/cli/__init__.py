@@ -25,6 +25,8 @@ SUBCOMMANDS: tuple[str, ...] = (
     "fluid.cli.bench",
     "fluid.cli.demo",
     "fluid.cli.profile",
+    "fluid.cli.report",
+    "fluid.cli.simulate",
 )
 
 #: Exit code of user errors (as argparse uses for usage errors).

@@ -33,16 +33,38 @@ _root: str | None = None
 
 
 def _use_checkpoint_root(path: str | None) -> None:
-    """Switch to a fresh root (cleared), or with None remove the current one."""
+    """Switch to a fresh root, or with None remove the current one.
+
+    ``path`` is ``<trial dir>/<role>``; each process writes under ``<role>-<pid>`` so that an
+    old process of the same trial, still exiting after a resize, never deletes the new one's
+    files. Roots of processes that no longer run are cleared here (a paused trial's process
+    is killed before it can clean up).
+    """
     global _root
     if path is None and _root is not None:
         shutil.rmtree(_root, ignore_errors=True)
         with contextlib.suppress(OSError):  # the per-trial parent, once its roles are gone
             os.rmdir(os.path.dirname(_root))
     if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
+        parent, role = os.path.split(path)
+        with contextlib.suppress(OSError):
+            for name in os.listdir(parent):
+                head, _, pid = name.rpartition("-")
+                if head == role and pid.isdigit() and not _alive(int(pid)):
+                    shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        path = f"{path}-{os.getpid()}"
         os.makedirs(path, exist_ok=True)
     _root = path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 def _rng_state() -> dict[str, Any]:

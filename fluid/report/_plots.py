@@ -1,0 +1,386 @@
+"""The three plots of ``fluid report`` (see the package docstring)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RUN_FILE = "run.json"
+TIME_LABEL = "wall-clock time since the run started (s)"
+#: Colours of shapes: packed, one GPU, then gangs of 2, 3, ... GPUs (cycled).
+PACKED_COLOR, ONE_GPU_COLOR = "#6baed6", "#31a354"
+GANG_COLORS = ("#fd8d3c", "#e6550d", "#a50f15", "#756bb1", "#54278f", "#8c6d31")
+
+
+class ReportError(ValueError):
+    """A run directory or record cannot be plotted; the message says why."""
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One PNG written by the report.
+
+    Attributes:
+        path: the file.
+        kind: ``"best_metric"``, ``"utilization"`` or ``"shapes"``.
+        series: the labels of the plotted series (runs, GPUs or trials).
+    """
+
+    path: Path
+    kind: str
+    series: list[str] = field(default_factory=list)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ReportError(
+            "fluid report needs matplotlib, an optional dependency: "
+            "pip install 'fluid-tune[plot]' (or pip install matplotlib)"
+        ) from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+# --------------------------------------------------------------------------- input
+
+
+def load_runs(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Run records from result directories (or ``run.json`` files), in the order given.
+
+    Each record gets ``_path`` (its file). Raises :class:`ReportError` for a directory without
+    a record or a file that is not one.
+    """
+    if not paths:
+        raise ReportError("no results directory given")
+    runs = []
+    for p in paths:
+        path = Path(p)
+        file = path / RUN_FILE if path.is_dir() else path
+        if not file.is_file():
+            raise ReportError(f"{p}: no run record ({RUN_FILE}); is it a results directory "
+                              "written by python -m experiments.run?")
+        try:
+            record = json.loads(file.read_text())
+        except ValueError as e:
+            raise ReportError(f"{file}: not valid JSON ({e})") from None
+        missing = [k for k in ("task", "executor", "metric", "mode", "trials", "wall_clock")
+                   if not isinstance(record, dict) or k not in record]
+        if missing:
+            raise ReportError(f"{file}: not a run record (missing {', '.join(missing)})")
+        record["_path"] = str(file)
+        runs.append(record)
+    return runs
+
+
+def run_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """A short, unique label per run: the executor, plus task/algorithm where runs differ."""
+    varying = [k for k in ("task", "algorithm") if len({r.get(k) for r in runs}) > 1]
+    labels = [" / ".join([*(str(r.get(k)) for k in varying), str(r.get("executor"))])
+              for r in runs]
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if labels.count(label) == 1 else f"{label} #{seen[label]}")
+    return out
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-").lower() or "run"
+
+
+def _save(fig: Any, path: Path, kind: str, series: list[str]) -> Plot:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, metadata={
+        "Title": f"fluid report: {kind}",
+        "fluid:series": str(len(series)),
+        "fluid:labels": json.dumps(series),
+    })  # fmt: skip
+    _pyplot().close(fig)
+    return Plot(path, kind, series)
+
+
+# --------------------------------------------------------------------------- best metric
+
+
+def plot_best_metric(
+    runs: Sequence[dict[str, Any]], path: str | Path, labels: Sequence[str] | None = None
+) -> Plot:
+    """Best metric so far against wall-clock time: one line per run, one panel per task."""
+    plt = _pyplot()
+    labels = list(labels or run_labels(runs))
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(7.5 * len(tasks), 4.8), squeeze=False)
+    series: list[str] = []
+    for ax, task in zip(axes[0], tasks, strict=True):
+        these = [(r, lab) for r, lab in zip(runs, labels, strict=True) if r["task"] == task]
+        first = these[0][0]
+        metric, mode, target = first["metric"], first["mode"], first.get("target")
+        values: list[float] = []
+        for i, (run, label) in enumerate(these):
+            color = f"C{i % 10}"
+            best = [(float(t), float(v)) for t, v in run.get("best_over_time") or []
+                    if v is not None and math.isfinite(float(v))]
+            series.append(label)
+            if not best:
+                ax.plot([], [], color=color, label=f"{label} (no result)")
+                continue
+            end = max(float(run["wall_clock"]), best[-1][0])
+            xs = [t for t, _ in best] + [end]
+            ys = [v for _, v in best] + [best[-1][1]]
+            values += ys
+            ttt = run.get("time_to_target")
+            suffix = f", target at {ttt:.0f} s" if ttt is not None else ", target not reached"
+            ax.step(xs, ys, where="post", color=color, linewidth=2,
+                    label=f"{label}: best {ys[-1]:.4g} in {end:.0f} s{suffix}")
+            ax.plot(xs[-1], ys[-1], "|", color=color, markersize=12)  # run end
+            if ttt is not None:
+                hit = next((v for t, v in best if t >= ttt - 1e-9), ys[-1])
+                ax.plot([ttt], [hit], "o", color=color, markersize=7)
+        if target is not None:
+            sign = ">=" if mode == "max" else "<="
+            ax.axhline(target, color="0.4", linestyle="--", linewidth=1,
+                       label=f"target ({metric} {sign} {target:g})")
+        positive = [v for v in values if v > 0]
+        if mode == "min" and positive and max(positive) / min(positive) > 20:
+            ax.set_yscale("log")
+        better = "higher" if mode == "max" else "lower"
+        ax.set_title(f"{task}: best {metric} so far ({better} is better)")
+        ax.set_xlabel(TIME_LABEL)
+        ax.set_ylabel(f"best {metric}")
+        ax.set_xlim(left=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _save(fig, Path(path), "best_metric", series)
+
+
+# --------------------------------------------------------------------------- utilisation
+
+
+def _step_average(points: Sequence[Sequence[float]], edges: np.ndarray) -> np.ndarray:
+    """Time-average of a step function (``[[t, value], ...]``) over each bin of ``edges``."""
+    ts = np.array([float(p[0]) for p in points])
+    vs = np.array([float(p[1]) if p[1] is not None else 0.0 for p in points])
+    order = np.argsort(ts, kind="stable")
+    ts, vs = ts[order], vs[order]
+    cum = np.concatenate([[0.0], np.cumsum(vs[:-1] * np.diff(ts))])
+
+    def integral(t: np.ndarray) -> np.ndarray:
+        i = np.clip(np.searchsorted(ts, t, side="right") - 1, 0, len(ts) - 1)
+        before = t < ts[0]
+        return np.where(before, 0.0, cum[i] + vs[i] * (t - ts[i]))
+
+    widths = np.diff(edges)
+    return np.diff(integral(edges)) / np.where(widths > 0, widths, 1.0)
+
+
+def _sample_average(points: Sequence[Sequence[float]], edges: np.ndarray) -> np.ndarray:
+    """Mean of the samples in each bin (NaN where a bin has none)."""
+    ts = np.array([float(p[0]) for p in points])
+    vs = np.array([float(p[1]) for p in points])
+    idx = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, len(edges) - 2)
+    sums = np.bincount(idx, weights=vs, minlength=len(edges) - 1)
+    counts = np.bincount(idx, minlength=len(edges) - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def plot_utilization(run: dict[str, Any], path: str | Path, label: str = "", bins: int = 240) -> Plot:
+    """Heatmap of one run: a row per GPU, colour = utilisation (NVML) or allocated share."""
+    plt = _pyplot()
+    util = run.get("utilization") or {}
+    gpus: dict[str, list] = util.get("gpus") or {}
+    source = util.get("source", "allocation")
+    end = max(float(run["wall_clock"]), 1e-9)
+    edges = np.linspace(0.0, end, bins + 1)
+    names = sorted(gpus, key=lambda g: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", g)])
+    rows = []
+    for g in names:
+        pts = [p for p in gpus[g] if p[0] is not None]
+        if not pts:
+            rows.append(np.full(bins, np.nan))
+        elif source == "nvml":
+            rows.append(_sample_average(pts, edges))
+        else:
+            rows.append(_step_average(pts, edges))
+    grid = np.clip(np.array(rows) if rows else np.zeros((0, bins)), 0.0, 1.0)
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * max(len(names), 2)))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")  # grey: no NVML sample
+    image = ax.imshow(
+        np.ma.masked_invalid(grid) if len(names) else np.zeros((1, bins)),
+        aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.0, vmax=1.0,
+        extent=(0.0, end, max(len(names), 1) - 0.5, -0.5),
+    )  # fmt: skip
+    ax.set_yticks(range(len(names)), [f"GPU {g}" for g in names])
+    ax.set_xlabel(TIME_LABEL)
+    if source == "nvml":
+        what, bar = "GPU utilisation (NVML)", "GPU utilisation (NVML, 0 = idle, 1 = always busy)"
+    else:
+        what = "GPU share allocated to trials (no NVML: from trial shapes)"
+        bar = "share of the GPU allocated to trials\n(0 = idle, 1 = whole GPU)"
+    mean = float(np.nanmean(grid)) if grid.size and not np.all(np.isnan(grid)) else 0.0
+    head = f"{label}: " if label else ""
+    ax.set_title(
+        f"{head}{what}\n{run['task']}, {run.get('algorithm', '?')}, {run['executor']} executor, "
+        f"{run.get('gpus', len(names))} GPUs; mean {mean:.0%}",
+        fontsize=10,
+    )
+    fig.colorbar(image, ax=ax, pad=0.01).set_label(bar, fontsize=8)
+    fig.tight_layout()
+    return _save(fig, Path(path), "utilization", [f"GPU {g}" for g in names])
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+def _category(width: float) -> tuple[str, str, str]:
+    """``(legend label, colour, text in the bar)`` of a width."""
+    if width < 1:
+        frac = Fraction(width).limit_denominator(64)
+        return "packed (share of one GPU)", PACKED_COLOR, f"{frac.numerator}/{frac.denominator}"
+    if width == 1:
+        return "1 GPU", ONE_GPU_COLOR, "1"
+    w = round(width)
+    return f"gang of {w} GPUs", GANG_COLORS[(w - 2) % len(GANG_COLORS)], f"\u00d7{w}"
+
+
+def plot_shapes(run: dict[str, Any], path: str | Path, label: str = "") -> Plot:
+    """Timeline of one run: a row per trial, bars coloured by shape, ticks at iterations."""
+    plt = _pyplot()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    end = float(run["wall_clock"])
+    trials = [t for t in run["trials"] if t.get("shapes")]
+    trials.sort(key=lambda t: (min(float(s[0]) for s in t["shapes"]), t["id"]))
+    height = min(2.0 + 0.32 * max(len(trials), 1), 60.0)
+    fig, ax = plt.subplots(figsize=(11, height))
+    used: dict[str, str] = {}
+    order: list[str] = []
+    for row, trial in enumerate(trials):
+        shapes = sorted(trial["shapes"], key=lambda s: float(s[0]))
+        for i, (t, width, *_rest) in enumerate(shapes):
+            if not width:
+                continue
+            t_next = float(shapes[i + 1][0]) if i + 1 < len(shapes) else end
+            name, color, text = _category(float(width))
+            if name not in used:
+                used[name] = color
+                order.append(name)
+            ax.broken_barh([(float(t), t_next - float(t))], (row - 0.38, 0.76),
+                           facecolors=color, edgecolors="white", linewidth=0.5)
+            if (t_next - float(t)) > end / 40:
+                ax.text((float(t) + t_next) / 2, row, text, ha="center", va="center",
+                        fontsize=7, color="black")
+        ticks = [float(m["t"]) for m in trial.get("metrics", []) if m.get("t") is not None]
+        ax.plot(ticks, [row] * len(ticks), "|", color="black", markersize=7, markeredgewidth=1)
+        if trial.get("status") == "ERROR":
+            ax.plot([float(shapes[-1][0])], [row], "x", color="red", markersize=8)
+    ax.set_yticks(range(len(trials)),
+                  [f"{t['id']} ({t.get('iterations', 0)} it)" for t in trials], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, end * 1.01 if end > 0 else 1)
+    ax.set_xlabel(TIME_LABEL)
+    ax.set_ylabel("trial (iterations reached)")
+    head = f"{label}: " if label else ""
+    since = ("bars from Fluid's release of the trial" if run["executor"] == "fluid"
+             else "bars from the start of the trial's actor")
+    ax.set_title(f"{head}shape of each trial over time\n{run['task']}, "
+                 f"{run.get('algorithm', '?')}, {run['executor']} executor, "
+                 f"{run.get('gpus', '?')} GPUs; bar text: GPU share, or \u00d7w for a gang of w "
+                 f"GPUs; {since}", fontsize=10)
+    handles = [Patch(facecolor=used[n], label=n) for n in _legend_order(order)]
+    handles.append(Line2D([], [], marker="|", color="black", linestyle="none",
+                          markersize=8, label="reported iteration"))
+    if any(t.get("status") == "ERROR" for t in trials):
+        handles.append(Line2D([], [], marker="x", color="red", linestyle="none",
+                              label="trial failed"))
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, Path(path), "shapes", [t["id"] for t in trials])
+
+
+def _legend_order(names: list[str]) -> list[str]:
+    def key(n: str) -> tuple[int, int]:
+        if n.startswith("packed"):
+            return (0, 0)
+        if n == "1 GPU":
+            return (1, 0)
+        return (2, int(re.sub(r"\D", "", n) or 0))
+
+    return sorted(names, key=key)
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def png_text(path: str | Path) -> dict[str, str]:
+    """The text metadata of a PNG file, after checking it is a well-formed PNG.
+
+    Checks the signature, every chunk's CRC, that ``IHDR`` comes first with a non-empty size,
+    that there is image data and that ``IEND`` ends the file. Returns the ``tEXt`` entries
+    (for the report's plots: ``fluid:series``, ``fluid:labels``, ``Title``, ...).
+
+    Raises:
+        ReportError: when the file is not a valid PNG.
+    """
+    import struct
+    import zlib
+
+    data = Path(path).read_bytes()
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ReportError(f"{path}: not a PNG (bad signature)")
+    pos, chunks, text = 8, [], {}
+    while pos < len(data):
+        if pos + 8 > len(data):
+            raise ReportError(f"{path}: truncated chunk header at byte {pos}")
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        crc_at = pos + 8 + length
+        if crc_at + 4 > len(data):
+            raise ReportError(f"{path}: truncated {kind!r} chunk")
+        (crc,) = struct.unpack(">I", data[crc_at : crc_at + 4])
+        if zlib.crc32(kind + body) & 0xFFFFFFFF != crc:
+            raise ReportError(f"{path}: bad CRC in {kind!r} chunk")
+        chunks.append(kind)
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+            if width == 0 or height == 0:
+                raise ReportError(f"{path}: empty image ({width}x{height})")
+        elif kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            text[key.decode("latin-1")] = value.decode("latin-1")
+        pos = crc_at + 4
+    if not chunks or chunks[0] != b"IHDR" or chunks[-1] != b"IEND" or b"IDAT" not in chunks:
+        raise ReportError(f"{path}: not a complete PNG (chunks {[c.decode() for c in chunks]})")
+    return text
+
+
+# --------------------------------------------------------------------------- all
+
+
+def write_report(paths: Sequence[str | Path], out_dir: str | Path) -> list[Plot]:
+    """Write every plot for the runs in ``paths`` into ``out_dir``; return what was written."""
+    runs = load_runs(paths)
+    labels = run_labels(runs)
+    out = Path(out_dir)
+    plots = [plot_best_metric(runs, out / "best_metric.png", labels)]
+    for run, label in zip(runs, labels, strict=True):
+        slug = _slug(label)
+        plots.append(plot_utilization(run, out / f"utilization-{slug}.png", label))
+        plots.append(plot_shapes(run, out / f"shapes-{slug}.png", label))
+    return plots
