@@ -105,6 +105,8 @@ class _Record:
     resize_at: float | None = None
     resizes: int = 0
     cpus: float = 1.0  # CPUs of the trainable's bundle (what the trial first asked for)
+    elastic: bool = False  # may run as a gang (read once: the registry lookup is an RPC)
+    function: bool = True  # a function trainable (checkpoints only when it reports one)
     shapes: list = field(default_factory=list)  # [(clock time, width, gpus)] for timelines
 
 
@@ -381,7 +383,8 @@ class FluidExecutor(TrialScheduler):
         requeued = rec is not None  # Tune re-adds a trial after a failure it will retry
         if rec is None:
             gid, until = self._group_of_new(trial)
-            rec = _Record(trial, gid, until, cpus=cpus_of(trial.placement_group_factory))
+            rec = _Record(trial, gid, until, cpus=cpus_of(trial.placement_group_factory),
+                          elastic=self._is_elastic(trial), function=_is_function(trial))
             saved = self._restored.get(trial.trial_id)
             if saved:
                 rec.samples.extend(saved.get("samples", []))
@@ -443,7 +446,7 @@ class FluidExecutor(TrialScheduler):
                 self._dirty = True
         rec.fresh_start = False
         rec.phase = "running"
-        checkpointed = bool(result.get("should_checkpoint")) or not _is_function(trial)
+        checkpointed = bool(result.get("should_checkpoint")) or not rec.function
         rec.checkpoints = rec.checkpoints or checkpointed
         with self._base_view():
             decision = self.base.on_trial_result(tune_controller, trial, result)
@@ -455,7 +458,9 @@ class FluidExecutor(TrialScheduler):
                 "Fluid: resizing %s from %s to %s", trial, describe(rec.actual), describe(rec.width)
             )
             decision = TrialScheduler.PAUSE
-        elif decision == TrialScheduler.PAUSE:  # the base pauses it (e.g. at a rung)
+        elif decision == TrialScheduler.PAUSE or trial.status == Trial.PAUSED:
+            # The base pauses it: by its decision (a rung), or itself through the controller
+            # (PBT's exploit calls pause_trial and answers NOOP).
             self._release(rec)
             rec.phase, rec.base_status = "paused", Trial.PAUSED
             self._pausing.add(trial.trial_id)
@@ -682,7 +687,7 @@ class FluidExecutor(TrialScheduler):
         """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time."""
         until = rec.until if rec.until is not None else self._default_until(rec)
         left = max(1, until - rec.iteration)
-        d = None if self._is_elastic(rec.trial) else 1
+        d = None if rec.elastic else 1
         return TrialSpec(
             rec.trial.trial_id, left * self._iteration_time(rec), self.alpha, self.beta,
             d=d, memory=self._memory(rec),

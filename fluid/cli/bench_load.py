@@ -1,0 +1,114 @@
+"""``fluid bench load``: many zero-work trials under FluidExecutor and under plain Tune.
+
+One local Ray instance with logical GPUs runs the same job twice: ``--trials`` trials that each
+report one result and end. Plain Tune gives each trial one GPU; Fluid packs them. Trial
+processes are bounded by logical CPUs (one per trial, ``--cpus`` in all) so that both runs
+start the same number of processes at once and the machine's memory holds. Printed: wall
+clock of each, Fluid's time in its own hooks (its overhead on the driver), and the driver's
+peak memory before and after, to show it stays bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add ``fluid bench load``."""
+    p = subparsers.add_parser("load", help="many zero-work trials: Fluid vs plain Tune")
+    p.add_argument("--trials", type=int, default=1000, help="default %(default)s")
+    p.add_argument("--gpus", type=int, default=64, help="logical GPUs (default %(default)s)")
+    p.add_argument("--cpus", type=int, default=16,
+                   help="logical CPUs = trial processes at once (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def zero_work(config: dict) -> None:
+    """Reports one result and ends."""
+    from ray import tune
+
+    tune.report({"done_work": 1})
+
+
+def _rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux: the driver's peak resident memory so far.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _timed(trainable: Any, trials: int, **kwargs: Any) -> tuple[float, Any]:
+    from ray import tune
+
+    t0 = time.monotonic()
+    analysis = tune.run(
+        trainable,
+        config={"i": tune.grid_search(list(range(trials)))},
+        verbose=0,
+        raise_on_failed_trial=False,
+        **kwargs,
+    )
+    return time.monotonic() - t0, analysis
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run both executors; print the figures."""
+    from fluid.cli import error
+
+    for name in ("trials", "gpus", "cpus"):
+        if getattr(args, name) < 1:
+            return error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    import tempfile
+
+    import ray
+    from ray import tune
+
+    from fluid import FluidExecutor
+
+    ray.init(address="local", num_cpus=args.cpus, num_gpus=args.gpus, include_dashboard=False,
+             log_to_driver=False)
+    storage = tempfile.mkdtemp(prefix="fluid-bench-load-")
+    try:
+        rss0 = _rss_mb()
+        print(f"plain Tune: {args.trials} trials, 1 GPU each ...", file=sys.stderr, flush=True)
+        plain_s, plain = _timed(
+            tune.with_resources(zero_work, {"cpu": 1, "gpu": 1}), args.trials,
+            storage_path=storage,
+        )
+        rss1 = _rss_mb()
+        print(f"Fluid: {args.trials} trials ...", file=sys.stderr, flush=True)
+        executor = FluidExecutor(cpus_per_trial=1.0)
+        fluid_s, fluid = _timed(
+            tune.with_resources(zero_work, {"cpu": 1, "gpu": 1}), args.trials,
+            storage_path=storage, scheduler=executor,
+        )
+        rss2 = _rss_mb()
+    finally:
+        ray.shutdown()
+    out = {
+        "trials": args.trials,
+        "gpus": args.gpus,
+        "cpus": args.cpus,
+        "tune": {"wall_clock": plain_s,
+                 "completed": sum(t.status == "TERMINATED" for t in plain.trials)},
+        "fluid": {"wall_clock": fluid_s,
+                  "completed": sum(t.status == "TERMINATED" for t in fluid.trials),
+                  "hook_seconds": executor.hook_seconds,
+                  "hook_ms_per_trial": 1000 * executor.hook_seconds / args.trials},
+        "driver_peak_rss_mb": {"start": rss0, "after_tune": rss1, "after_fluid": rss2},
+    }
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{args.trials} zero-work trials on {args.gpus} logical GPUs, {args.cpus} at once")
+    print(f"  plain Tune: {plain_s:8.1f} s  ({out['tune']['completed']} completed)")
+    print(f"  Fluid:      {fluid_s:8.1f} s  ({out['fluid']['completed']} completed), "
+          f"{executor.hook_seconds:.2f} s in Fluid's hooks "
+          f"({out['fluid']['hook_ms_per_trial']:.2f} ms per trial)")
+    print(f"  driver peak RSS: {rss0:.0f} MB at start, {rss1:.0f} MB after plain Tune, "
+          f"{rss2:.0f} MB after Fluid")
+    return 0
