@@ -78,7 +78,10 @@ def test_bad_input_is_refused(ray4, tmp_path):
                  storage_path=str(tmp_path))
     with pytest.raises(FluidConfigError, match="trial_executor must be a fluid.FluidExecutor"):
         tune.run(modeled, trial_executor="ray", verbose=0, storage_path=str(tmp_path))
-    greedy = ray.tune.with_resources(modeled, {"cpu": 0.1, "gpu": 8})
+    def greedy_trainable(config):  # with_resources sets an attribute: not on a shared function
+        modeled(config)
+
+    greedy = ray.tune.with_resources(greedy_trainable, {"cpu": 0.1, "gpu": 8})
     with pytest.raises(Exception, match="asks for 8 GPUs but the cluster has 4"):
         tune.run(greedy, trial_executor=_ex(), verbose=0, storage_path=str(tmp_path))
 
