@@ -1,0 +1,228 @@
+"""``fluid simulate``: what Fluid saves, simulated, before renting a cluster.
+
+Three modes:
+
+* ``fluid simulate --algorithm A --workload W --gpus N --seeds K [--json]``: every executor
+  (``tune``, ``resource_changing``, ``fluid_static``, ``fluid``) and the lower bound on the same
+  seeds; per executor and seed the time to reach the target, the makespan, GPU-seconds and mean
+  GPU utilisation, then medians with their spread over seeds and Fluid's speedups.
+* ``fluid simulate --replay RESULTS_DIR --gpus N``: replay a finished Ray Tune experiment
+  (its ``result.json`` files) under every executor.
+* ``fluid simulate --paper``: the shape of the paper's evaluation with our numbers beside the
+  paper's, written into the ``## Simulator`` section of ``docs/benchmarks.md``.
+
+``--json`` prints one object: ``{"results": [{"executor", "seed", "time_to_target",
+"makespan", "gpu_seconds", "gpu_utilization", ...}], "speedup": {"fluid_vs_tune",
+"fluid_vs_resource_changing", ...}, ...}``; ``time_to_target`` is ``null`` when no trial
+reached the target. A progress bar goes to stderr (``--no-progress`` turns it off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from typing import Any
+
+ALGORITHMS = ("grid", "random", "hyperband", "syncbohb", "bohb", "asha", "pbt", "hyperopt")
+WORKLOADS = ("cifar10", "wlm", "dcgan", "synthetic")
+
+
+class Progress:
+    """A one-line progress bar on stderr: ``[#####.....] 5/10 label (12 s)``."""
+
+    def __init__(self, total: int, enabled: bool = True, width: int = 24) -> None:
+        self.total, self.enabled, self.width = max(total, 1), enabled, width
+        self.done = 0
+        self.t0 = time.perf_counter()
+
+    def __call__(self, label: str) -> None:
+        """Announce the next unit of work (``label``)."""
+        if not self.enabled:
+            return
+        filled = int(self.width * self.done / self.total)
+        bar = "#" * filled + "." * (self.width - filled)
+        elapsed = time.perf_counter() - self.t0
+        sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {label[:48]:<48} ({elapsed:.0f} s)")
+        sys.stderr.flush()
+        self.done += 1
+
+    def close(self) -> None:
+        """End the line."""
+        if self.enabled:
+            elapsed = time.perf_counter() - self.t0
+            bar = "#" * self.width
+            sys.stderr.write(f"\r[{bar}] {self.total}/{self.total} done{'':<44} ({elapsed:.0f} s)\n")
+            sys.stderr.flush()
+
+
+def quiet_logs() -> None:
+    """Ray's and Fluid's INFO logs would drown the report (every resize is logged)."""
+    for name in ("ray", "ray.tune", "fluid"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _workload(args: argparse.Namespace) -> Any:
+    from fluid.sim.workloads import Hardware, get_workload
+
+    if args.workload == "synthetic":
+        return get_workload(
+            "synthetic", iter_time=args.iter_time, spread=args.spread, alpha=args.alpha,
+            beta=args.beta, memory_gb=args.memory, max_t=args.max_t or 27, rate=args.rate,
+            target=args.target if args.target is not None else 0.9, trials=args.trials)
+    hw = Hardware.preset(args.gpu, args.interconnect)
+    w = get_workload(args.workload, hw)
+    if args.max_t:
+        w.max_t = args.max_t
+    if args.target is not None:
+        w.target = args.target
+    return w
+
+
+def _fmt(x: float | None, digits: int = 0) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
+    """The human-readable report of a ``Comparison`` (on ``out``, default stdout)."""
+    out = out or sys.stdout
+    from fluid.sim.experiment import EXECUTORS, LOWER_BOUND
+
+    print(f"{comp.algorithm} on {workload.description}; {comp.gpus} GPUs; target "
+          f"{workload.metric} {'>=' if workload.mode == 'max' else '<='} {workload.target:g}",
+          file=out)
+    headers = ["executor", "seed", "time to target s", "makespan s", "GPU-s", "util", "trials",
+               "restarts"]
+    rows = []
+    for r in comp.results:
+        rows.append([r.executor, str(r.seed), _fmt(r.time_to_target),
+                     _fmt(r.makespan) + (" (hangs)" if r.stalled else ""), _fmt(r.gpu_seconds),
+                     "-" if r.gpu_utilization is None else f"{r.gpu_utilization:.0%}",
+                     str(r.trials), str(r.restarts)])
+    _table(headers, rows, out)
+    print("\nmedian over seeds [min, max]:", file=out)
+    rows = []
+    for ex in (*EXECUTORS, LOWER_BOUND):
+        rs = comp.of(ex)
+        if not rs:
+            continue
+        row = [ex]
+        for what in ("time_to_target", "makespan", "gpu_seconds", "gpu_utilization"):
+            vals = [getattr(r, what) for r in rs if getattr(r, what) is not None]
+            if not vals:
+                row.append("-")
+                continue
+            pct = what == "gpu_utilization"
+            f = (lambda v: f"{v:.0%}") if pct else (lambda v: _fmt(v))  # noqa: E731
+            row.append(f"{f(statistics.median(vals))} [{f(min(vals))}, {f(max(vals))}]")
+        rows.append(row)
+    _table(["executor", "time to target s", "makespan s", "GPU-s", "util"], rows, out)
+    sp = comp.speedups()
+    print("\nspeedups (median over seeds of the ratio of times to target; makespan in brackets):",
+          file=out)
+    for key in ("fluid_vs_tune", "fluid_vs_resource_changing", "fluid_static_vs_tune",
+                "resource_changing_vs_tune", "lower_bound_vs_tune"):
+        v, m = sp.get(key), sp.get(f"{key}_makespan")
+        extra = f" [{m:.2f}x]" if m else ""
+        print(f"  {key:<28} {'-' if v is None else f'{v:.2f}x'}{extra}", file=out)
+    if any(r.stalled for r in comp.results):
+        print("  (hangs): Tune never resumes a trial this scheduler paused (see docs/simulator.md)",
+              file=out)
+
+
+def _table(headers: list[str], rows: list[list[str]], out: Any) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                    for i, (h, w) in enumerate(zip(headers, widths, strict=True))), file=out)
+    for r in rows:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(r, widths, strict=True))), file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``fluid simulate``; returns the exit code."""
+    quiet_logs()
+    if args.gpus is not None and args.gpus < 1:
+        raise ValueError(f"--gpus must be >= 1, got {args.gpus}")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.paper:
+        from fluid.sim.paper import write_paper
+
+        path = write_paper(args.out, seeds=args.seeds, quick=args.quick,
+                           progress_enabled=not args.no_progress)
+        print(f"wrote the Simulator section of {path}")
+        return 0
+    from fluid.sim.experiment import compare
+
+    gpus = args.gpus or 8
+    if args.replay:
+        from fluid.sim.replay import replay
+
+        n_runs = args.seeds * 4
+        bar = Progress(n_runs, not args.no_progress)
+        comp, workload = replay(args.replay, gpus, metric=args.metric, mode=args.mode,
+                                target=args.target, alpha=args.alpha, beta=args.beta,
+                                seeds=args.seeds, progress=bar)
+        bar.close()
+    else:
+        if not args.algorithm or not args.workload:
+            raise ValueError("give --algorithm and --workload (or --replay DIR, or --paper)")
+        workload = _workload(args)
+        bar = Progress(args.seeds * 4, not args.no_progress)
+        comp = compare(args.algorithm, workload, gpus, args.seeds, samples=args.samples,
+                       progress=bar)
+        bar.close()
+    if args.json:
+        json.dump(comp.to_json(), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print_comparison(comp, workload)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fluid simulate`` to the ``fluid`` parser."""
+    p = subparsers.add_parser(
+        "simulate", help="simulate what Fluid saves (algorithms x workloads x executors)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--algorithm", choices=ALGORITHMS)
+    p.add_argument("--workload", choices=WORKLOADS)
+    p.add_argument("--gpus", type=int, default=None, metavar="N", help="GPUs (8)")
+    p.add_argument("--seeds", type=int, default=3, metavar="K", help="seeds 0..K-1 (3)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--samples", type=int, default=None, metavar="N",
+                   help="configs the algorithm samples (default by algorithm and GPUs)")
+    p.add_argument("--gpu", default="rtx6000", choices=("rtx6000", "a100", "h100"),
+                   help="GPU preset of the task workloads (rtx6000, as in the paper)")
+    p.add_argument("--interconnect", default=None,
+                   choices=("10gbe", "100gbe", "nvlink3", "nvlink4"),
+                   help="between a gang's GPUs (default: the GPU preset's)")
+    p.add_argument("--max-t", type=int, default=None, help="iterations of a full budget")
+    p.add_argument("--target", type=float, default=None, help="metric target")
+    syn = p.add_argument_group("synthetic workload (and --replay overheads)")
+    syn.add_argument("--iter-time", type=float, default=10.0, help="s per iteration (10)")
+    syn.add_argument("--spread", type=float, default=0.5,
+                     help="log-sd of iteration times across configs (0.5)")
+    syn.add_argument("--alpha", type=float, default=1.3, help="packing overhead (1.3)")
+    syn.add_argument("--beta", type=float, default=1.2, help="scaling overhead (1.2)")
+    syn.add_argument("--memory", type=float, default=2.0, help="GB per trial (2)")
+    syn.add_argument("--rate", type=float, default=0.15, help="learning rate of the curve")
+    syn.add_argument("--trials", type=int, default=27, help="grid size (27)")
+    rep = p.add_argument_group("replay")
+    rep.add_argument("--replay", metavar="RESULTS_DIR", help="a finished Ray Tune experiment")
+    rep.add_argument("--metric", default=None, help="objective (default: first metric found)")
+    rep.add_argument("--mode", default="max", choices=("max", "min"))
+    pap = p.add_argument_group("paper")
+    pap.add_argument("--paper", action="store_true",
+                     help="regenerate the Simulator section of docs/benchmarks.md")
+    pap.add_argument("--out", default="docs/benchmarks.md", help="file of --paper")
+    pap.add_argument("--quick", action="store_true", help="--paper with fewer runs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)

@@ -1,0 +1,165 @@
+"""Simulated GPUs: Ray placement group shapes placed with ``fluid.core.GpuPool``, and accounting.
+
+A trial's ``PlacementGroupFactory`` asks for ``width_of(pgf)`` GPUs in all: a share below one
+is packed onto one GPU (shares of a GPU sum to at most 1, like Ray's fractional GPUs), one or
+more whole GPUs form a gang. CPUs are not a constraint here (the cluster reports
+``cpus_per_gpu`` CPUs per GPU to the schedulers that ask, e.g. ``DistributeResources``).
+
+Accounting, integrated exactly between changes:
+
+* **GPU-seconds**: time GPUs are *held* by some trial (a GPU shared by packed trials counts
+  once), from placement to release, including start-up, restore and save time: what a user
+  renting the GPUs pays for while the experiment uses them.
+* **utilisation**: the busy fraction of each GPU, ``min(1, sum_i u_i / (f_i * g_i))`` over the
+  trials computing on it: ``u_i`` is the share of the GPU's attainable throughput the trial
+  uses when alone, ``f_i = slowdown(w_i)`` its slowdown at its width and ``g_i`` its GPU count.
+  A trial starting, restoring or saving holds its GPUs but keeps them idle.
+
+Example:
+    >>> from fluid.sim.clock import SimClock
+    >>> from ray.tune import PlacementGroupFactory
+    >>> clock = SimClock()
+    >>> cluster = SimCluster(2, clock)
+    >>> cluster.place("a", PlacementGroupFactory([{"CPU": 1, "GPU": 0.5}]))
+    0.5
+    >>> cluster.set_active("a", util=0.4)
+    >>> clock.advance_to(10.0)
+    >>> cluster.release("a")
+    >>> round(cluster.gpu_seconds, 6), round(cluster.busy_gpu_seconds, 6)
+    (10.0, 4.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ray.tune import PlacementGroupFactory
+
+from fluid.core import GpuPool
+from fluid.core.model import is_packed
+
+#: Most packed trials on one simulated GPU (Ray itself has no limit; Fluid's ``c`` decides).
+MAX_PER_GPU = 64
+
+
+def pgf_width(pgf: PlacementGroupFactory) -> float:
+    """GPUs a placement group asks for in all (a share when below one)."""
+    return float(sum(b.get("GPU", 0) for b in pgf.bundles))
+
+
+class SimCluster:
+    """``n`` GPUs (a ``ResourceView`` for ``FluidExecutor``) with GPU-time accounting.
+
+    Args:
+        n: number of GPUs.
+        clock: the simulated clock (accounting integrates over it).
+        cpus_per_gpu: CPUs reported per GPU (never enforced).
+        memory: GB of one GPU; packed trials whose memories exceed it do not fit.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        clock: Callable[[], float],
+        cpus_per_gpu: float = 8.0,
+        memory: float | None = None,
+    ) -> None:
+        if n < 1:
+            raise ValueError(f"gpus must be >= 1, got {n}")
+        self.n = n
+        self.cpus_per_gpu = cpus_per_gpu
+        self._clock = clock
+        self.pool = GpuPool(n, memory)
+        self._width: dict[str, float] = {}
+        self._util: dict[str, float] = {}  # per-GPU busy contribution of an active trial
+        self._gpu_busy: dict[int, float] = {}
+        self._busy_total = 0.0  # sum over GPUs of min(1, contributions)
+        self._held = 0  # GPUs with at least one trial
+        self._last = clock()
+        self.gpu_seconds = 0.0
+        self.busy_gpu_seconds = 0.0
+        self.peak_held = 0
+
+    # ------------------------------------------------------------------ ResourceView
+    def gpus(self) -> float:
+        """GPUs of the cluster (what ``FluidExecutor`` sizes against)."""
+        return float(self.n)
+
+    def get_num_gpus(self) -> float:
+        """Ray's ``_resource_updater.get_num_gpus`` (for ``DistributeResources``)."""
+        return float(self.n)
+
+    def get_num_cpus(self) -> float:
+        """Ray's ``_resource_updater.get_num_cpus`` (for ``DistributeResources``)."""
+        return float(self.n * self.cpus_per_gpu)
+
+    # ------------------------------------------------------------------ placement
+    def _integrate(self) -> None:
+        now = self._clock()
+        dt = now - self._last
+        if dt > 0:
+            self.gpu_seconds += dt * self._held
+            self.busy_gpu_seconds += dt * self._busy_total
+        self._last = now
+
+    def _recount(self) -> None:
+        self._held = self.n - self.pool.idle_count()
+        self.peak_held = max(self.peak_held, self._held)
+
+    def fits(self, pgf: PlacementGroupFactory, memory: float | None = None) -> bool:
+        """Whether the shape could be placed now."""
+        w = pgf_width(pgf)
+        return w <= 0 or self.pool.fits(w, MAX_PER_GPU, memory)
+
+    def place(
+        self, trial_id: str, pgf: PlacementGroupFactory, memory: float | None = None
+    ) -> float | None:
+        """Place a trial's shape; returns its width in GPUs, or ``None`` if it does not fit."""
+        w = pgf_width(pgf)
+        if w > 0:
+            self._integrate()
+            if self.pool.place(trial_id, w, MAX_PER_GPU, memory) is None:
+                return None
+            self._recount()
+        self._width[trial_id] = w
+        return w
+
+    def set_active(self, trial_id: str, util: float = 0.0) -> None:
+        """Mark a placed trial computing with per-GPU busy contribution ``util`` (0: idle)."""
+        self._integrate()
+        old = self._util.pop(trial_id, 0.0)
+        gpus = self.pool.where(trial_id)
+        for g in gpus:
+            before = min(1.0, self._gpu_busy.get(g, 0.0))
+            self._gpu_busy[g] = self._gpu_busy.get(g, 0.0) - old + util
+            self._busy_total += min(1.0, self._gpu_busy[g]) - before
+        if util > 0 and gpus:
+            self._util[trial_id] = util
+
+    def release(self, trial_id: str) -> None:
+        """Free a trial's GPUs (no-op if it holds none)."""
+        if trial_id not in self._width:
+            return
+        self.set_active(trial_id, 0.0)
+        self._integrate()
+        self.pool.release(trial_id)
+        del self._width[trial_id]
+        self._recount()
+
+    def width(self, trial_id: str) -> float | None:
+        """The width a placed trial holds, ``None`` if it holds nothing."""
+        return self._width.get(trial_id)
+
+    def close(self) -> None:
+        """Bring the accounting up to the current time."""
+        self._integrate()
+
+    def describe(self) -> str:
+        """``'3/8 GPUs held'``."""
+        return f"{self._held}/{self.n} GPUs held"
+
+
+def per_gpu_busy(util: float, width: float, slow: float) -> float:
+    """Busy contribution to each of its GPUs of a trial using ``util`` of a GPU alone."""
+    gpus = 1.0 if is_packed(width) else max(1.0, round(width))
+    return util / (slow * gpus)

@@ -1,0 +1,435 @@
+"""Run one algorithm x workload x executor x seed, and compare executors on the same seeds.
+
+Algorithms (Ray Tune's objects; Fluid's adapted schedulers under Fluid):
+
+========== ===================================================================================
+grid       ``BasicVariantGenerator`` over the workload's grid, FIFO
+random     ``BasicVariantGenerator`` (``samples`` configs), FIFO
+hyperband  ``HyperBandScheduler(max_t, reduction_factor=3)`` on random configs
+syncbohb   ``SyncBOHB(max_t, reduction_factor=3)`` + ``TuneBOHB`` (Fluid's synchronous BOHB)
+bohb       ``HyperBandForBOHB(max_t, reduction_factor=3)`` + ``TuneBOHB``
+asha       ``ASHAScheduler(max_t, grace_period=1, reduction_factor=3)`` on random configs
+pbt        ``PopulationBasedTraining(perturbation_interval=max_t // 9)``, population ``samples``
+hyperopt   ``HyperOptSearch``, FIFO
+========== ===================================================================================
+
+Executors, each on the same workload and seed:
+
+* ``tune``: plain Tune, one GPU per trial, trials started FIFO as GPUs free up (Ray's own
+  scheduler classes; SyncBOHB has no Ray class and uses Fluid's, which outside Fluid is plain);
+* ``resource_changing``: Tune's ``ResourceChangingScheduler`` with
+  ``DistributeResources(add_bundles=True)`` around the algorithm's scheduler: idle GPUs are
+  spread over running trials as extra one-GPU bundles (a gang, modelled like Fluid's);
+* ``fluid_static``: ``FluidExecutor(dynamic=False)``: StaticFluid only;
+* ``fluid``: ``FluidExecutor``: StaticFluid + DynamicFluid;
+* ``lower_bound`` (not run): ``fluid.core.lower_bound`` of the work plain Tune did (every
+  trial's iterations at its best width, no restart costs, no waiting for other trials).
+
+Fluid gets what its profiling would measure, not the simulator's truth: ``alpha`` and ``beta``
+are the medians over a sample of the search space (Fluid takes one value per experiment),
+iteration times are measured by Fluid from the results, and ``eps`` is measured from the
+resizes it does (``eps=None``).
+
+Example:
+    >>> from fluid.sim.workloads import get_workload
+    >>> w = get_workload("synthetic", iter_time=1.0, spread=0.0, max_t=4, trials=4)
+    >>> r = run_experiment("grid", w, "tune", seed=0, gpus=2)
+    >>> r.makespan > 0, r.executor
+    (True, 'tune')
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from ray.tune.experiment import Experiment, Trial
+from ray.tune.registry import register_trainable
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, SearchGenerator
+from ray.tune.trainable import Trainable
+
+from fluid.core import PolicyConfig, TrialSpec, lower_bound
+from fluid.core.model import allowed_widths
+from fluid.sim.clock import SimClock
+from fluid.sim.cluster import SimCluster
+from fluid.sim.controller import RestartCosts, RunStats, SimController, SimulationStalled
+from fluid.sim.workloads.base import Workload
+
+ALGORITHMS = ("grid", "random", "hyperband", "syncbohb", "bohb", "asha", "pbt", "hyperopt")
+EXECUTORS = ("tune", "resource_changing", "fluid_static", "fluid")
+LOWER_BOUND = "lower_bound"
+TRAINABLE = "fluid_sim"
+REDUCTION_FACTOR = 3
+
+
+class _SimTrainable(Trainable):
+    """The trainable every simulated trial names; it never runs (the simulator trains)."""
+
+    def step(self) -> dict:  # pragma: no cover - never called
+        raise RuntimeError("simulated trials are trained by fluid.sim, not by Ray")
+
+
+def ensure_trainable() -> None:
+    """Register the simulated trainable (again: ``ray.shutdown`` empties Tune's registry)."""
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    if not _global_registry.contains(TRAINABLE_CLASS, TRAINABLE):
+        register_trainable(TRAINABLE, _SimTrainable)
+
+
+ensure_trainable()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One executor on one seed (the fields of ``fluid simulate --json``, and more).
+
+    ``time_to_target`` is ``None`` when no trial reached the target.
+    """
+
+    executor: str
+    seed: int
+    time_to_target: float | None
+    makespan: float
+    gpu_seconds: float
+    gpu_utilization: float | None
+    trials: int = 0
+    restarts: int = 0
+    best: float | None = None
+    sim_seconds: float = 0.0  # wall-clock seconds the simulation took
+    stalled: bool = False  # Tune would hang here (makespan: when it stalled)
+
+    def public(self) -> dict[str, Any]:
+        """The fields the issue asks for, plus the extras."""
+        return asdict(self)
+
+
+@dataclass
+class Comparison:
+    """Every executor on every seed of one algorithm x workload x GPU count."""
+
+    algorithm: str
+    workload: str
+    gpus: int
+    results: list[RunResult] = field(default_factory=list)
+
+    def of(self, executor: str) -> list[RunResult]:
+        """The results of one executor, by seed."""
+        return [r for r in self.results if r.executor == executor]
+
+    def speedup(self, fast: str, slow: str, what: str = "time_to_target") -> float | None:
+        """Median over seeds of ``slow / fast`` in ``what`` (seeds where both are known)."""
+        ratios = _ratios(self, fast, slow, what)
+        return statistics.median(ratios) if ratios else None
+
+    def speedups(self) -> dict[str, float | None]:
+        """``fluid_vs_tune``, ``fluid_vs_resource_changing`` and friends (median ratios)."""
+        out: dict[str, float | None] = {}
+        for fast in ("fluid", "fluid_static"):
+            for slow in ("tune", "resource_changing"):
+                out[f"{fast}_vs_{slow}"] = self.speedup(fast, slow)
+                out[f"{fast}_vs_{slow}_makespan"] = self.speedup(fast, slow, "makespan")
+        out["resource_changing_vs_tune"] = self.speedup("resource_changing", "tune")
+        out["lower_bound_vs_tune"] = self.speedup(LOWER_BOUND, "tune")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"algorithm", "workload", "gpus", "results": [...], "speedup": {...}}``."""
+        return {
+            "algorithm": self.algorithm,
+            "workload": self.workload,
+            "gpus": self.gpus,
+            "results": [r.public() for r in self.results],
+            "speedup": self.speedups(),
+            "spread": {k: v for k, v in self.spreads().items()},
+        }
+
+    def spreads(self) -> dict[str, list[float]]:
+        """``[min, max]`` over seeds of each speedup ratio of Fluid."""
+        out = {}
+        for fast in ("fluid", "fluid_static"):
+            for slow in ("tune", "resource_changing"):
+                r = _ratios(self, fast, slow, "time_to_target")
+                if r:
+                    out[f"{fast}_vs_{slow}"] = [min(r), max(r)]
+        return out
+
+
+def _ratios(c: Comparison, fast: str, slow: str, what: str) -> list[float]:
+    by_seed = {r.seed: getattr(r, what) for r in c.of(slow)}
+    out = []
+    for r in c.of(fast):
+        a, b = getattr(r, what), by_seed.get(r.seed)
+        stalled = r.stalled or any(x.stalled for x in c.of(slow) if x.seed == r.seed)
+        if a and b and not (what == "makespan" and stalled):
+            out.append(b / a)
+    return out
+
+
+# ---------------------------------------------------------------------- building blocks
+def default_samples(algorithm: str, gpus: int) -> int:
+    """Configs an algorithm samples by default (grid: ignored, the grid decides)."""
+    if algorithm == "pbt":
+        return max(8, gpus)
+    if algorithm in ("random", "hyperopt"):
+        return max(16, 2 * gpus)
+    return max(64, 4 * gpus)
+
+
+def _experiment(workload: Workload, algorithm: str, samples: int, storage: str) -> Experiment:
+    space = workload.grid if algorithm == "grid" else workload.space
+    return Experiment(
+        "sim",
+        TRAINABLE,
+        config=dict(space),
+        num_samples=1 if algorithm == "grid" else samples,
+        stop={"training_iteration": workload.max_t},
+        resources_per_trial={"cpu": 1, "gpu": 1},
+        storage_path=storage,
+    )
+
+
+def build_search(
+    algorithm: str,
+    workload: Workload,
+    seed: int,
+    gpus: int,
+    samples: int | None = None,
+    storage: str | None = None,
+) -> SearchAlgorithm:
+    """The algorithm's search algorithm with the experiment added, as ``tune.run`` builds it."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: {list(ALGORITHMS)}")
+    samples = samples or default_samples(algorithm, gpus)
+    storage = storage or tempfile.mkdtemp(prefix="fluid_sim_")
+    exp = _experiment(workload, algorithm, samples, storage)
+    metric, mode = workload.metric, workload.mode
+    search: SearchAlgorithm
+    if algorithm in ("syncbohb", "bohb"):
+        from ray.tune.search.bohb import TuneBOHB
+
+        search = SearchGenerator(TuneBOHB(seed=seed))
+    elif algorithm == "hyperopt":
+        from ray.tune.search.hyperopt import HyperOptSearch
+
+        search = SearchGenerator(HyperOptSearch(random_state_seed=seed))
+    else:
+        search = BasicVariantGenerator(random_state=seed)
+        search._uuid_prefix = f"s{seed}_"  # deterministic trial ids (Ray: uuid1)
+    search.set_search_properties(metric, mode, exp.spec["config"], **exp.public_spec)
+    search.add_configurations([exp])
+    return search
+
+
+def build_scheduler(algorithm: str, workload: Workload, adapted: bool) -> TrialScheduler:
+    """The algorithm's scheduler: Fluid's adapted class (``adapted``) or Ray's own."""
+    from ray.tune import schedulers as ray_s
+
+    from fluid import schedulers as fluid_s
+
+    s = fluid_s if adapted else ray_s
+    max_t = workload.max_t
+    if algorithm == "hyperband":
+        sched: TrialScheduler = s.HyperBandScheduler(
+            time_attr="training_iteration", max_t=max_t, reduction_factor=REDUCTION_FACTOR)
+    elif algorithm == "syncbohb":
+        sched = fluid_s.SyncBOHB(time_attr="training_iteration", max_t=max_t,
+                                 reduction_factor=REDUCTION_FACTOR)
+    elif algorithm == "bohb":
+        sched = s.HyperBandForBOHB(time_attr="training_iteration", max_t=max_t,
+                                   reduction_factor=REDUCTION_FACTOR)
+    elif algorithm == "asha":
+        sched = s.ASHAScheduler(time_attr="training_iteration", max_t=max_t, grace_period=1,
+                                reduction_factor=REDUCTION_FACTOR)
+    elif algorithm == "pbt":
+        sched = s.PopulationBasedTraining(
+            time_attr="training_iteration", perturbation_interval=max(1, max_t // 9),
+            hyperparam_mutations=dict(workload.mutations),
+            log_config=False)  # it writes a log under Ray's session dir: needs ray.init
+    else:
+        sched = FIFOScheduler()
+    return sched
+
+
+def profiled_overheads(workload: Workload, seed: int = 0, n: int = 16) -> tuple[float, float]:
+    """Median ``alpha`` and ``beta`` over ``n`` configs of the space: what profiling finds."""
+    rng = np.random.default_rng(seed)
+    alphas, betas = [], []
+    configs = workload.configs
+    for i in range(n if configs is None else len(configs)):
+        if configs is not None:
+            cfg = configs[i]
+        else:
+            cfg = {}
+            for k, v in workload.space.items():
+                x = v.sample(random_state=int(rng.integers(2**31))) if hasattr(v, "sample") else v
+                cfg[k] = x.item() if hasattr(x, "item") else x
+        m = workload.trial_model(cfg)
+        alphas.append(m.alpha)
+        betas.append(m.beta)
+    return statistics.median(alphas), statistics.median(betas)
+
+
+def build_executor(
+    executor: str,
+    base: TrialScheduler,
+    workload: Workload,
+    clock: SimClock,
+    cluster: SimCluster,
+    gpu_memory: float | None = None,
+    fluid_options: dict[str, Any] | None = None,
+) -> TrialScheduler:
+    """The scheduler Tune is given for ``executor`` (see the module docstring)."""
+    if executor == "tune":
+        return base
+    if executor == "resource_changing":
+        from ray.tune.schedulers.resource_changing_scheduler import (
+            DistributeResources,
+            ResourceChangingScheduler,
+        )
+
+        return ResourceChangingScheduler(
+            base_scheduler=base,
+            resources_allocation_function=DistributeResources(add_bundles=True),
+        )
+    if executor in ("fluid", "fluid_static"):
+        from fluid.tune import FluidExecutor
+
+        alpha, beta = profiled_overheads(workload)
+        options: dict[str, Any] = {
+            "alpha": alpha, "beta": beta, "cpus_per_trial": 1.0, "cpus_per_worker": 1.0,
+            "elastic": True, "gpu_memory": gpu_memory, "dynamic": executor == "fluid",
+        }
+        options.update(fluid_options or {})
+        return FluidExecutor(base, clock=clock, resources=cluster, **options)
+    raise ValueError(f"unknown executor {executor!r}; known: {list(EXECUTORS)}")
+
+
+@contextmanager
+def _deterministic_ids(seed: int) -> Iterator[None]:
+    """Trial ids from a counter instead of uuid4 (``SearchGenerator``), restored afterwards."""
+    counter = iter(range(10**9))
+    original = Trial.__dict__["generate_id"]
+    Trial.generate_id = classmethod(lambda cls: f"t{seed}x{next(counter):05d}")
+    try:
+        yield
+    finally:
+        Trial.generate_id = original
+
+
+def run_experiment(
+    algorithm: str,
+    workload: Workload,
+    executor: str,
+    seed: int = 0,
+    gpus: int = 8,
+    *,
+    samples: int | None = None,
+    costs: RestartCosts | None = None,
+    time_noise: float = 0.02,
+    gpu_memory: float | None = None,
+    fluid_options: dict[str, Any] | None = None,
+    return_stats: bool = False,
+    search_factory: Callable[[int, str], SearchAlgorithm] | None = None,
+) -> Any:
+    """Simulate one run; returns a ``RunResult`` (and the ``RunStats`` if ``return_stats``).
+
+    ``search_factory(seed, storage_path)`` replaces the algorithm's search algorithm (the
+    replay's fixed trial list); the scheduler is then FIFO unless ``algorithm`` names one.
+    """
+    import time as _time
+
+    t0 = _time.perf_counter()
+    gpu_memory = gpu_memory if gpu_memory is not None else workload.gpu_memory_gb
+    storage = tempfile.mkdtemp(prefix="fluid_sim_")
+    try:
+        ensure_trainable()
+        with _deterministic_ids(seed):
+            clock = SimClock()
+            cluster = SimCluster(gpus, clock, memory=gpu_memory)
+            if search_factory is not None:
+                search = search_factory(seed, storage)
+            else:
+                search = build_search(algorithm, workload, seed, gpus, samples, storage)
+            adapted = executor in ("fluid", "fluid_static")
+            base = build_scheduler(algorithm, workload, adapted)
+            sched = build_executor(executor, base, workload, clock, cluster, gpu_memory,
+                                   fluid_options)
+            sched.set_search_properties(workload.metric, workload.mode)
+            ctl = SimController(search, sched, workload, gpus, clock=clock, cluster=cluster,
+                                costs=costs, seed=seed, time_noise=time_noise)
+            stalled = False
+            try:
+                stats = ctl.run()
+            except SimulationStalled as e:
+                if e.stats is None:
+                    raise
+                stats, stalled = e.stats, True
+    finally:
+        shutil.rmtree(storage, ignore_errors=True)
+    result = RunResult(
+        executor=executor, seed=seed, time_to_target=stats.time_to_target,
+        makespan=stats.makespan, gpu_seconds=stats.gpu_seconds,
+        gpu_utilization=stats.gpu_utilization, trials=stats.trials, restarts=stats.restarts,
+        best=stats.best, sim_seconds=_time.perf_counter() - t0, stalled=stalled,
+    )
+    return (result, stats) if return_stats else result
+
+
+def bound_of(stats: RunStats, gpus: int, seed: int, config: PolicyConfig | None = None) -> RunResult:
+    """The ``lower_bound`` row from the work of a run (see the module docstring)."""
+    config = config or PolicyConfig()
+    specs = [TrialSpec(f"t{i}", max(it, 1) * t, a, b)
+             for i, (it, t, a, b, _) in enumerate(stats.work) if it > 0]
+    makespan = lower_bound(specs, gpus, config) if specs else 0.0
+    area = 0.0
+    for s in specs:
+        ws = allowed_widths(config.c_of(s), config.d_of(s, gpus), gpus)
+        area += min(w * s.runtime_at(w) for w in ws)
+    ttt = None
+    for _it, t, a, b, reached in stats.work:
+        if reached:
+            spec = TrialSpec("x", reached * t, a, b)
+            ws = allowed_widths(config.c_of(spec), config.d_of(spec, gpus), gpus)
+            best = min(spec.runtime_at(w) for w in ws)
+            ttt = best if ttt is None else min(ttt, best)
+    return RunResult(LOWER_BOUND, seed, ttt, makespan, area, None, len(specs))
+
+
+def compare(
+    algorithm: str,
+    workload: Workload,
+    gpus: int = 8,
+    seeds: int | Sequence[int] = 3,
+    executors: Sequence[str] = EXECUTORS,
+    *,
+    samples: int | None = None,
+    costs: RestartCosts | None = None,
+    time_noise: float = 0.02,
+    gpu_memory: float | None = None,
+    fluid_options: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+    search_factory: Callable[[int, str], SearchAlgorithm] | None = None,
+) -> Comparison:
+    """Every executor (and the lower bound) on the same seeds; see ``Comparison``."""
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    comp = Comparison(algorithm, workload.name, gpus)
+    for seed in seed_list:
+        for ex in executors:
+            if progress:
+                progress(f"{algorithm}/{workload.name} {ex} seed {seed}")
+            result, stats = run_experiment(
+                algorithm, workload, ex, seed, gpus, samples=samples, costs=costs,
+                time_noise=time_noise, gpu_memory=gpu_memory, fluid_options=fluid_options,
+                return_stats=True, search_factory=search_factory)
+            comp.results.append(result)
+            if ex == "tune":
+                comp.results.append(bound_of(stats, gpus, seed))
+    return comp

@@ -1,0 +1,164 @@
+"""What the simulator needs to know about a workload, and the model shared by the three tasks.
+
+A ``Workload`` answers, for any config of its search space:
+
+* ``trial_model(config)``: seconds per iteration on one GPU alone, ``alpha``, ``beta``, GPU
+  memory, the share of the GPU one trial uses, and the checkpoint size (``TrialModel``);
+* ``curve(config)``: its learning curve (``fluid.sim.workloads.curves.Curve``);
+
+plus its metric, mode, target, search space, a grid for grid search and the full budget
+``max_t`` in iterations.
+
+``TaskWorkload`` derives the trial model of the paper's three tasks from the FLOPs, parameters
+and activations counted on their real modules (``profile.py``) and a GPU preset (``perf.py``).
+
+Example:
+    >>> from fluid.sim.workloads import get_workload
+    >>> w = get_workload("cifar10")
+    >>> m = w.trial_model(w.default_config)
+    >>> 5 < m.iteration_time < 60 and m.alpha > 1 and m.beta > 1
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluid.sim.workloads.curves import Curve
+from fluid.sim.workloads.gpus import GPUS, INTERCONNECTS, GpuSpec, Interconnect
+from fluid.sim.workloads.perf import (
+    PerfParams,
+    gpu_share,
+    memory_gb,
+    packing_alpha,
+    scaling_beta,
+    step_time,
+)
+from fluid.sim.workloads.profile import ModelProfile, arch_key, profile
+
+
+@dataclass(frozen=True)
+class TrialModel:
+    """How one config runs.
+
+    Attributes:
+        iteration_time: seconds per iteration on one GPU, alone.
+        alpha: packing overhead (``fluid.core.model``).
+        beta: scaling overhead.
+        memory_gb: peak GPU memory of one replica.
+        gpu_share: share of the GPU's attainable throughput it uses alone (utilisation).
+        checkpoint_gb: size of a checkpoint (weights + optimizer state).
+    """
+
+    iteration_time: float
+    alpha: float = 1.0
+    beta: float = 1.0
+    memory_gb: float = 1.0
+    gpu_share: float = 1.0
+    checkpoint_gb: float = 0.1
+
+
+@dataclass
+class Workload:
+    """A tuning workload as the simulator sees it (see module docstring).
+
+    Attributes:
+        name: ``cifar10``, ``wlm``, ``dcgan``, ``synthetic`` or a replay.
+        metric, mode, target: the objective and the target that defines time to target.
+        space: Ray Tune search space (random search, HyperOpt, BOHB, ...).
+        grid: Ray Tune space with ``grid_search`` entries (grid search).
+        max_t: iterations of a full budget (the stop criterion and ``max_t`` of schedulers).
+        default_config: values of keys the space does not set.
+        model: ``config -> TrialModel``.
+        curve_of: ``config -> Curve``.
+        mutations: PBT's ``hyperparam_mutations``.
+        description: one line for reports.
+        gpu_memory_gb: memory of the GPU the model assumes (``None``: not checked).
+        configs: the workload's only configs, when it has a fixed list (a replay).
+    """
+
+    name: str
+    metric: str
+    mode: str
+    target: float
+    space: dict[str, Any]
+    grid: dict[str, Any]
+    max_t: int
+    default_config: dict[str, Any]
+    model: Callable[[Mapping[str, Any]], TrialModel]
+    curve_of: Callable[[Mapping[str, Any]], Curve]
+    mutations: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    gpu_memory_gb: float | None = None
+    configs: list[dict[str, Any]] | None = None
+    _cache: dict[Any, TrialModel] = field(default_factory=dict, repr=False)
+
+    def trial_model(self, config: Mapping[str, Any]) -> TrialModel:
+        """The ``TrialModel`` of a config (cached by the config's values)."""
+        key = tuple(sorted((k, repr(v)) for k, v in config.items()))
+        m = self._cache.get(key)
+        if m is None:
+            m = self._cache[key] = self.model({**self.default_config, **dict(config)})
+        return m
+
+    def curve(self, config: Mapping[str, Any]) -> Curve:
+        """The learning curve of a config."""
+        return self.curve_of({**self.default_config, **dict(config)})
+
+    def reached(self, value: float) -> bool:
+        """Whether a metric value meets the target."""
+        return value >= self.target if self.mode == "max" else value <= self.target
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The GPU, the interconnect between a gang's GPUs and the model constants."""
+
+    gpu: GpuSpec = GPUS["rtx6000"]
+    link: Interconnect = INTERCONNECTS["10gbe"]
+    perf: PerfParams = PerfParams()
+
+    @classmethod
+    def preset(cls, gpu: str = "rtx6000", link: str | None = None,
+               perf: PerfParams | None = None) -> Hardware:
+        """A GPU preset with its default interconnect (or ``link``)."""
+        spec = GPUS[gpu]
+        return cls(spec, INTERCONNECTS[link or spec.interconnect], perf or PerfParams())
+
+
+def task_trial_model(
+    task: str,
+    config: Mapping[str, Any],
+    hw: Hardware,
+    *,
+    samples_per_iteration: int,
+    batch_size: int,
+    optimizer_slots: int,
+    tokens_per_sample: int = 1,
+    defaults: Mapping[str, Any] | None = None,
+) -> TrialModel:
+    """The trial model of one config of a real task on ``hw`` (see ``perf.py``).
+
+    ``tokens_per_sample``: the word language model is profiled per token; a sample is a
+    ``bptt``-token window.
+    """
+    prof: ModelProfile = profile(task, config, defaults)
+    flops_step = prof.flops_per_sample * tokens_per_sample * batch_size
+    t_step = step_time(flops_step, hw.gpu, hw.perf)
+    steps = math.ceil(samples_per_iteration / batch_size)
+    u = gpu_share(flops_step, hw.gpu, hw.perf)
+    return TrialModel(
+        iteration_time=steps * t_step,
+        alpha=packing_alpha(u, hw.perf),
+        beta=scaling_beta(samples_per_iteration, batch_size, t_step, prof.params, hw.link, hw.perf),
+        memory_gb=memory_gb(prof.params, optimizer_slots,
+                            prof.activations_per_sample * tokens_per_sample, batch_size, hw.perf),
+        gpu_share=u,
+        checkpoint_gb=4.0 * prof.params * (1 + optimizer_slots) / 1e9,
+    )
+
+
+__all__ = ["Hardware", "TrialModel", "Workload", "arch_key", "task_trial_model"]

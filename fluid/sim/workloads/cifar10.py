@@ -1,0 +1,82 @@
+"""CIFAR-10 with the AlexNet-style CNN of ``experiments/tasks/cifar10.py`` (target accuracy 0.90).
+
+* Search space and defaults: those of the experiment script (``tests/sim`` checks they agree).
+* One iteration: one epoch, 50,000 images in batches of ``batch_size``.
+* Trial model: FLOPs, parameters and activations counted on the real ``AlexNetCIFAR`` for the
+  config's ``num_filters``, ``kernel_size``, ``dense_width`` (``profile.py``); SGD with momentum
+  (one optimizer slot); times, ``alpha``, ``beta``, memory from ``perf.py``.
+* Learning curve (synthetic surrogate, ``curves.py``), val_accuracy from 0.10 (chance):
+  best asymptote ``0.905 + 0.012 * log3(num_filters/32) + 0.006 [kernel 5]
+  + 0.002 * log2(dense_width/256)`` (bigger AlexNets do better, up to 0.929); penalties
+  ``0.06 * decades(lr / 0.05)^2 + 0.4 (momentum - 0.9)^2 + 0.08 (dropout - 0.3)^2
+  + 0.004 |log2(batch_size/128)|``; luck ``0.006 N(0,1)`` per config; rate per epoch
+  ``0.2 (lr/0.05)^0.3 (batch_size/128)^-0.3`` (bigger batches take fewer steps per epoch),
+  clipped to [0.02, 0.5]; validation noise 0.3%. Good configs reach 0.90 after 12-27 epochs.
+
+Example:
+    >>> w = cifar10()
+    >>> w.curve(w.default_config).iterations_to(0.90)
+    18
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ray import tune
+
+from fluid.sim.workloads.base import Hardware, TrialModel, Workload, task_trial_model
+from fluid.sim.workloads.curves import Curve, log_distance, luck
+
+TRAIN_SAMPLES = 50_000
+MAX_T = 27
+SPACE: dict[str, Any] = {
+    "num_filters": tune.choice([32, 48, 64, 96]),
+    "kernel_size": tune.choice([3, 5]),
+    "dense_width": tune.choice([256, 512, 1024, 2048]),
+    "lr": tune.loguniform(1e-3, 2e-1),
+    "momentum": tune.uniform(0.5, 0.99),
+    "dropout": tune.uniform(0.0, 0.6),
+    "batch_size": tune.choice([32, 64, 128, 256]),
+}
+DEFAULTS: dict[str, Any] = {
+    "num_filters": 64, "kernel_size": 5, "dense_width": 1024, "lr": 0.05, "momentum": 0.9,
+    "dropout": 0.5, "batch_size": 128,
+}
+GRID: dict[str, Any] = {
+    "lr": tune.grid_search([0.01, 0.05, 0.1]),
+    "batch_size": tune.grid_search([64, 128, 256]),
+    "num_filters": tune.grid_search([32, 64, 96]),
+}
+
+
+def curve(c: Mapping[str, Any]) -> Curve:
+    """The surrogate learning curve of a config (module docstring)."""
+    best = (0.905 + 0.012 * math.log(c["num_filters"] / 32, 3) + 0.006 * (c["kernel_size"] == 5)
+            + 0.002 * math.log2(c["dense_width"] / 256))
+    penalty = (0.06 * log_distance(c["lr"], 0.05) ** 2 + 0.4 * (c["momentum"] - 0.9) ** 2
+               + 0.08 * (c["dropout"] - 0.3) ** 2 + 0.004 * abs(math.log2(c["batch_size"] / 128)))
+    final = min(0.99, best - penalty + 0.006 * luck(c, "cifar10"))
+    rate = 0.2 * (c["lr"] / 0.05) ** 0.3 * (c["batch_size"] / 128) ** -0.3
+    return Curve(0.10, max(final, 0.11), min(0.5, max(0.02, rate)), noise=0.003)
+
+
+def cifar10(hardware: Hardware | None = None) -> Workload:
+    """The CIFAR-10 workload on ``hardware`` (default: the paper's RTX 6000 + 10 GbE)."""
+    hw = hardware or Hardware()
+
+    def model(c: Mapping[str, Any]) -> TrialModel:
+        return task_trial_model("cifar10", c, hw, samples_per_iteration=TRAIN_SAMPLES,
+                                batch_size=int(c["batch_size"]), optimizer_slots=1,
+                                defaults=DEFAULTS)
+
+    return Workload(
+        name="cifar10", metric="val_accuracy", mode="max", target=0.90, space=dict(SPACE),
+        grid=dict(GRID), max_t=MAX_T, default_config=dict(DEFAULTS), model=model,
+        curve_of=curve,
+        mutations={"lr": tune.loguniform(1e-3, 2e-1), "momentum": tune.uniform(0.5, 0.99)},
+        gpu_memory_gb=hw.gpu.memory_gb,
+        description=f"CIFAR-10 AlexNet, epochs of 50k images, {hw.gpu.name}, {hw.link.name}",
+    )

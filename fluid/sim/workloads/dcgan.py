@@ -1,0 +1,69 @@
+"""DCGAN on MNIST of ``experiments/tasks/dcgan.py`` (target inception score 5.2).
+
+* Search space and defaults: those of the experiment script (``lr_g``, ``lr_d``; the networks
+  are fixed: nz 100, ngf 64, ndf 64, batch 64).
+* One iteration: one epoch over the 60,000 training images.
+* Trial model: FLOPs (generator + discriminator steps), parameters and activations counted on
+  the real modules (``profile.py``); two Adam optimizers (two slots); ``perf.py`` for the rest.
+* Learning curve (synthetic surrogate, ``curves.py``), inception score from 1.0:
+  best asymptote 6.5, minus ``decades(lr_g/2e-4)^2 + decades(lr_d/2e-4)^2
+  + 0.3 (decades(lr_g/2e-4) - decades(lr_d/2e-4))^2`` (the usual 2e-4 of Radford et al. 2016,
+  and a balance between the two), luck ``0.15 N(0,1)``; rate per epoch
+  ``0.15 (lr_g/2e-4)^0.3`` clipped to [0.02, 0.5]; validation noise 1%.
+
+Example:
+    >>> w = dcgan()
+    >>> w.curve(w.default_config).iterations_to(5.2)
+    9
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ray import tune
+
+from fluid.sim.workloads.base import Hardware, TrialModel, Workload, task_trial_model
+from fluid.sim.workloads.curves import Curve, log_distance, luck
+
+TRAIN_SAMPLES = 60_000
+MAX_T = 27
+SPACE: dict[str, Any] = {
+    "lr_g": tune.loguniform(1e-5, 1e-2),
+    "lr_d": tune.loguniform(1e-5, 1e-2),
+}
+DEFAULTS: dict[str, Any] = {
+    "lr_g": 2e-4, "lr_d": 2e-4, "nz": 100, "ngf": 64, "ndf": 64, "batch_size": 64,
+    "is_samples": 5000,
+}
+GRID: dict[str, Any] = {
+    "lr_g": tune.grid_search([5e-5, 2e-4, 1e-3]),
+    "lr_d": tune.grid_search([5e-5, 2e-4, 1e-3]),
+}
+
+
+def curve(c: Mapping[str, Any]) -> Curve:
+    """The surrogate learning curve of a config (module docstring)."""
+    g, d = log_distance(c["lr_g"], 2e-4), log_distance(c["lr_d"], 2e-4)
+    final = 6.5 - g**2 - d**2 - 0.3 * (g - d) ** 2 + 0.15 * luck(c, "dcgan")
+    rate = 0.15 * (c["lr_g"] / 2e-4) ** 0.3
+    return Curve(1.0, max(final, 1.1), min(0.5, max(0.02, rate)), noise=0.01)
+
+
+def dcgan(hardware: Hardware | None = None) -> Workload:
+    """The DCGAN workload on ``hardware`` (default: the paper's RTX 6000 + 10 GbE)."""
+    hw = hardware or Hardware()
+
+    def model(c: Mapping[str, Any]) -> TrialModel:
+        return task_trial_model("dcgan", c, hw, samples_per_iteration=TRAIN_SAMPLES,
+                                batch_size=int(c["batch_size"]), optimizer_slots=2,
+                                defaults=DEFAULTS)
+
+    return Workload(
+        name="dcgan", metric="inception_score", mode="max", target=5.2, space=dict(SPACE),
+        grid=dict(GRID), max_t=MAX_T, default_config=dict(DEFAULTS), model=model,
+        curve_of=curve, mutations=dict(SPACE),
+        gpu_memory_gb=hw.gpu.memory_gb,
+        description=f"DCGAN on MNIST, epochs of 60k images, {hw.gpu.name}, {hw.link.name}",
+    )
