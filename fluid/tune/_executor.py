@@ -98,7 +98,7 @@ class _Record:
     iteration: int = 0
     width: float | None = None  # width held in the GPU mirror (the target while resizing)
     actual: float | None = None  # width the trial runs at now
-    samples: deque = field(default_factory=lambda: deque(maxlen=5))  # one-GPU seconds
+    samples: deque = field(default_factory=lambda: deque(maxlen=5))  # (seconds, width)
     raw: dict = field(default_factory=dict)  # width -> recent raw seconds per iteration
     fresh_start: bool = True
     checkpoints: bool = False
@@ -232,6 +232,9 @@ class FluidExecutor(TrialScheduler):
         self._replan_groups: set[int] = set()
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._eps_samples: deque = deque(maxlen=10)
+        self._alpha_by_trial: dict[str, float] = {}
+        self._beta_by_trial: dict[str, float] = {}
+        self._mean_time: float | None = None  # mean iteration time of measured trials
         self._checked = False
         self._state_dir: str | None = None
         self._restored: dict[str, Any] = {}
@@ -387,7 +390,8 @@ class FluidExecutor(TrialScheduler):
                           elastic=self._is_elastic(trial), function=_is_function(trial))
             saved = self._restored.get(trial.trial_id)
             if saved:
-                rec.samples.extend(saved.get("samples", []))
+                rec.samples.extend(tuple(x) for x in saved.get("samples", [])
+                                   if isinstance(x, list) and len(x) == 2)
                 rec.checkpoints = saved.get("checkpoints", False)
             self._records[trial.trial_id] = rec
         else:
@@ -437,10 +441,12 @@ class FluidExecutor(TrialScheduler):
             self._eps_samples.append(max(0.0, now - rec.resize_at - expected))
             rec.resize_at = None
         elif dt is not None and rec.actual and (not rec.fresh_start or not rec.samples):
-            rec.samples.append(float(dt) / self._slowdown(rec.actual))
+            rec.samples.append((float(dt), rec.actual))
+            new_width = rec.actual not in rec.raw
             rec.raw.setdefault(rec.actual, deque(maxlen=5)).append(float(dt))
-            if self.refine and len(rec.raw) > 1:
-                self._refine_overheads()
+            if self.refine and len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) == 2):
+                self._refine_overheads(rec)
+            self._mean_time = None
             if len(rec.samples) == 1:
                 self._replan_groups.add(rec.group)  # first measurement: a profiling round
                 self._dirty = True
@@ -657,31 +663,39 @@ class FluidExecutor(TrialScheduler):
     def _slowdown(self, width: float | None) -> float:
         return slowdown(width, self.alpha, self.beta) if width else 1.0
 
-    def _refine_overheads(self) -> None:
-        """Re-estimate ``alpha``/``beta`` from trials seen at two widths of the same kind."""
-        alphas, betas = [], []
-        for rec in self._records.values():
-            times = {w: statistics.median(v) for w, v in rec.raw.items() if v}
-            packed = sorted((round(1 / w), t) for w, t in times.items() if w <= 1)
-            gangs = sorted((round(w), t) for w, t in times.items() if w >= 1)
-            for (p, tp), (q, tq) in zip(packed, packed[1:], strict=False):
-                alphas.append((tq / tp) ** (1.0 / (q - p)))
-            for (w, tw), (v, tv) in zip(gangs, gangs[1:], strict=False):
-                betas.append((v * tv / (w * tw)) ** (1.0 / (v - w)))
+    def _refine_overheads(self, rec: _Record) -> None:
+        """Re-estimate ``alpha``/``beta`` when a trial has been seen at another width.
+
+        A trial resized from a share ``1/p`` to ``1/q`` gives ``alpha``, from ``w`` to ``v``
+        GPUs gives ``beta``; the median over trials is used. Only this trial's estimate is
+        recomputed (results arrive constantly; resizes are rare).
+        """
+        times = {w: statistics.median(v) for w, v in rec.raw.items() if v}
+        packed = sorted((round(1 / w), t) for w, t in times.items() if w <= 1)
+        gangs = sorted((round(w), t) for w, t in times.items() if w >= 1)
+        alphas = [(tq / tp) ** (1.0 / (q - p))
+                  for (p, tp), (q, tq) in zip(packed, packed[1:], strict=False)]
+        betas = [(v * tv / (w * tw)) ** (1.0 / (v - w))
+                 for (w, tw), (v, tv) in zip(gangs, gangs[1:], strict=False)]
+        tid = rec.trial.trial_id
         if alphas:
-            self.alpha = max(1.0, statistics.median(alphas))
+            self._alpha_by_trial[tid] = statistics.median(alphas)
+            self.alpha = max(1.0, statistics.median(self._alpha_by_trial.values()))
         if betas:
-            self.beta = max(1.0, statistics.median(betas))
-        for rec in self._records.values():  # one-GPU times under the new overheads
-            rec.samples = deque(
-                (t / self._slowdown(w) for w, v in rec.raw.items() for t in v), maxlen=5
-            )
+            self._beta_by_trial[tid] = statistics.median(betas)
+            self.beta = max(1.0, statistics.median(self._beta_by_trial.values()))
+        self._mean_time = None  # one-GPU times depend on alpha and beta
 
     def _iteration_time(self, rec: _Record) -> float:
+        """Median one-GPU seconds per iteration: ``time_this_iter_s / f(w)`` at the widths it
+        ran, under the current ``alpha`` and ``beta``; unmeasured trials get the mean of the
+        measured ones (computed once per change), else ``default_iteration_time``."""
         if rec.samples:
-            return statistics.median(rec.samples)
-        known = [statistics.median(r.samples) for r in self._records.values() if r.samples]
-        return statistics.mean(known) if known else self.default_iteration_time
+            return statistics.median(t / self._slowdown(w) for t, w in rec.samples)
+        if self._mean_time is None:
+            known = [self._iteration_time(r) for r in self._records.values() if r.samples]
+            self._mean_time = statistics.mean(known) if known else self.default_iteration_time
+        return self._mean_time
 
     def _spec(self, rec: _Record) -> TrialSpec:
         """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time."""
@@ -763,7 +777,7 @@ class FluidExecutor(TrialScheduler):
         return {
             "eps_samples": list(self._eps_samples),
             "trials": {
-                tid: {"samples": list(r.samples), "checkpoints": r.checkpoints,
+                tid: {"samples": [list(x) for x in r.samples], "checkpoints": r.checkpoints,
                       "resizes": r.resizes, "iteration": r.iteration}
                 for tid, r in self._records.items()
             },
