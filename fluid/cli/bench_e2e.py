@@ -1,0 +1,180 @@
+"""``fluid bench e2e``: the same tuning job under plain Tune and under Fluid, side by side.
+
+On one local Ray instance with logical GPUs, a grid search and a HyperBand job of *modeled*
+trials (``fluid.train.modeled``: they sleep for what their shape would take on a GPU, so the
+result is about scheduling, not GPU speed) run twice each: plain Tune (one trial per GPU) and
+``FluidExecutor``. The simulator (``fluid.sim``) predicts both runs of each job with the same
+configs; its restart cost (actor start) is the one measured in the plain Tune run, so
+the prediction includes Ray's start-up costs. Printed: wall-clock makespan of each run, the
+measured and the predicted speedup, and Fluid's own overhead (time in its hooks, resizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+ALPHA = 1.25  # packing overhead of the modeled trials (Fluid is told it, as if profiled)
+BETA = 1.05
+# Many short trials and a few long ones (the shape of the paper's Figure 5).
+FULL = {"t1": [0.5] * 8 + [4.0, 6.0], "iters": 10, "gpus": 4}
+QUICK = {"t1": [0.5] * 6 + [5.0], "iters": 8, "gpus": 4}
+
+
+def register(subparsers: Any) -> None:
+    """Add ``fluid bench e2e``."""
+    p = subparsers.add_parser("e2e", help="plain Tune vs Fluid on a real local Ray instance")
+    p.add_argument("--quick", action="store_true", help="a smaller job (under 10 minutes)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def bench_trainable(config: dict) -> None:
+    """The modeled trainable with the bench's overheads."""
+    from fluid.train.modeled import modeled_trainable
+
+    # quality: the longer trials are the better ones, so HyperBand keeps some of them.
+    modeled_trainable({**config, "alpha": ALPHA, "beta": BETA, "quality": config["t1"] / 10})
+
+
+def _mark() -> None:
+    from fluid.tune import ElasticTrainable
+
+    bench_trainable.__mixins__ = (ElasticTrainable,)
+
+
+def _space(t1: list[float], iters: int) -> dict[str, Any]:
+    from ray import tune
+
+    return {"t1": tune.grid_search(t1), "iters": iters}
+
+
+def _run(job: str, executor: str, t1: list[float], iters: int, storage: str) -> dict[str, Any]:
+    from ray import tune
+
+    from fluid import FluidExecutor
+    from fluid.schedulers import HyperBandScheduler
+    from fluid.sim.experiment import REDUCTION_FACTOR
+
+    base = (HyperBandScheduler(max_t=iters, reduction_factor=REDUCTION_FACTOR)
+            if job == "hyperband" else None)
+    fluid = None
+    if executor == "fluid":
+        fluid = FluidExecutor(base, alpha=ALPHA, beta=BETA, cpus_per_trial=0.1,
+                              cpus_per_worker=0.05)
+        trainable, scheduler = bench_trainable, fluid
+    else:
+        def plain_trainable(config: dict) -> None:  # with_resources marks the function itself
+            bench_trainable(config)
+
+        trainable = tune.with_resources(plain_trainable, {"cpu": 0.1, "gpu": 1})
+        scheduler = base
+    wall0, t0 = time.time(), time.monotonic()
+    analysis = tune.run(
+        trainable, config=_space(t1, iters), scheduler=scheduler, metric="score", mode="max",
+        stop={"training_iteration": iters}, storage_path=storage, verbose=0,
+    )
+    makespan = time.monotonic() - t0
+    wall1 = wall0 + makespan
+    # Ray's costs, measured from the driver: a trial's life beyond its training time (actor
+    # start, reports, checkpoints), and the experiment's set-up before the first trial starts
+    # and tear-down after the last result.
+    starts = [t.run_metadata.start_time for t in analysis.trials if t.run_metadata.start_time]
+    ends = [t.run_metadata.last_result_time for t in analysis.trials
+            if t.run_metadata.last_result_time]
+    lives = [t.run_metadata.last_result_time - t.run_metadata.start_time
+             - t.last_result.get("time_total_s", 0.0) for t in analysis.trials
+             if t.run_metadata.start_time and t.run_metadata.last_result_time]
+    out: dict[str, Any] = {
+        "makespan": makespan, "trials": len(analysis.trials),
+        "trial_overhead_s": max(0.0, statistics.median(lives)) if lives else 0.0,
+        "setup_s": (min(starts) - wall0) if starts else 0.0,
+        "teardown_s": (wall1 - max(ends)) if ends else 0.0,
+    }
+    if fluid is not None:
+        out.update(hook_seconds=fluid.hook_seconds, resizes=fluid.resizes)
+    return out
+
+
+def _predict(job: str, t1: list[float], iters: int, gpus: int, start_s: float,
+             fixed_s: float = 0.0) -> dict[str, float]:
+    """Simulated makespans of both executors; ``start_s`` per (re)start, ``fixed_s`` once."""
+    from ray import tune
+
+    from fluid.sim import RestartCosts, TrialModel, Workload, run_experiment
+    from fluid.sim.workloads.curves import Curve
+
+    workload = Workload(
+        name="bench-e2e", metric="score", mode="max", target=float("inf"),
+        space={"t1": tune.grid_search(t1)}, grid={"t1": tune.grid_search(t1)}, max_t=iters,
+        default_config={},
+        model=lambda c: TrialModel(float(c["t1"]), ALPHA, BETA, 0.1, 1.0 / ALPHA, 0.0),
+        curve_of=lambda c: Curve(0.0, float(c["t1"]) / 10.0, 0.3, noise=0.0),
+        configs=[{"t1": t} for t in t1],
+    )
+    costs = RestartCosts(actor_start_s=max(0.0, start_s), gang_setup_s=0.0)
+    algorithm = "hyperband" if job == "hyperband" else "grid"
+    opts = {"alpha": ALPHA, "beta": BETA}
+    return {
+        ex: fixed_s + run_experiment(algorithm, workload, ex, 0, gpus, samples=1, costs=costs,
+                                     time_noise=0.0, fluid_options=opts).makespan
+        for ex in ("tune", "fluid")
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run both jobs under both executors and the simulator; print the figures."""
+    import logging
+
+    import ray
+
+    _mark()
+    spec = QUICK if args.quick else FULL
+    t1, iters, gpus = spec["t1"], spec["iters"], spec["gpus"]
+    ray.init(address="local", num_cpus=2, num_gpus=gpus, include_dashboard=False,
+             log_to_driver=False, logging_level=logging.WARNING)
+    storage = tempfile.mkdtemp(prefix="fluid-bench-e2e-")
+    jobs: dict[str, Any] = {}
+    try:
+        for job in ("grid", "hyperband"):
+            runs = {}
+            for executor in ("tune", "fluid"):
+                print(f"{job}: {executor} ...", file=sys.stderr, flush=True)
+                runs[executor] = _run(job, executor, t1, iters, storage)
+            plain = runs["tune"]
+            predicted = _predict(job, t1, iters, gpus, plain["trial_overhead_s"],
+                                 plain["setup_s"] + plain["teardown_s"])
+            jobs[job] = {
+                "tune": runs["tune"], "fluid": runs["fluid"],
+                "speedup": runs["tune"]["makespan"] / runs["fluid"]["makespan"],
+                "simulated": predicted,
+                "simulated_speedup": predicted["tune"] / predicted["fluid"],
+            }
+    finally:
+        ray.shutdown()
+    grid = jobs["grid"]
+    out = {"tune": grid["tune"], "fluid": grid["fluid"], "speedup": grid["speedup"],
+           "simulated_speedup": grid["simulated_speedup"], "jobs": jobs,
+           "trials": len(t1), "iterations": iters, "gpus": gpus}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{len(t1)} modeled trials x {iters} iterations on {gpus} logical GPUs "
+          f"(alpha {ALPHA}, beta {BETA}); one-GPU iteration times {t1}")
+    print(f"{'job':<10} {'tune s':>8} {'fluid s':>8} {'speedup':>8} {'sim tune':>9} "
+          f"{'sim fluid':>9} {'sim speedup':>11} {'hooks s':>8} {'resizes':>8}")
+    for job, j in jobs.items():
+        print(f"{job:<10} {j['tune']['makespan']:8.1f} {j['fluid']['makespan']:8.1f} "
+              f"{j['speedup']:7.2f}x {j['simulated']['tune']:9.1f} {j['simulated']['fluid']:9.1f} "
+              f"{j['simulated_speedup']:10.2f}x {j['fluid']['hook_seconds']:8.2f} "
+              f"{j['fluid']['resizes']:8d}")
+    g = grid["tune"]
+    print(f"Ray costs measured in the plain Tune grid run and given to the simulator: "
+          f"{g['trial_overhead_s']:.2f} s per trial start, {g['setup_s'] + g['teardown_s']:.1f} s "
+          f"experiment set-up and tear-down")
+    return 0
