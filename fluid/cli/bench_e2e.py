@@ -101,9 +101,11 @@ def _run(job: str, executor: str, t1: list[float], iters: int, storage: str) -> 
     return out
 
 
-def _predict(job: str, t1: list[float], iters: int, gpus: int, start_s: float,
-             fixed_s: float = 0.0) -> dict[str, float]:
-    """Simulated makespans of both executors; ``start_s`` per (re)start, ``fixed_s`` once."""
+def predict_modeled(job: str, t1: list[float], iters: int, gpus: int, start_s: float,
+                    fixed_s: float = 0.0, alpha: float = ALPHA,
+                    beta: float = BETA) -> dict[str, float]:
+    """Simulated makespans (``fluid.sim``) of a job of modeled trials under plain Tune and
+    Fluid; ``start_s`` per (re)start of a trial, ``fixed_s`` once (experiment set-up)."""
     from ray import tune
 
     from fluid.sim import RestartCosts, TrialModel, Workload, run_experiment
@@ -113,13 +115,13 @@ def _predict(job: str, t1: list[float], iters: int, gpus: int, start_s: float,
         name="bench-e2e", metric="score", mode="max", target=float("inf"),
         space={"t1": tune.grid_search(t1)}, grid={"t1": tune.grid_search(t1)}, max_t=iters,
         default_config={},
-        model=lambda c: TrialModel(float(c["t1"]), ALPHA, BETA, 0.1, 1.0 / ALPHA, 0.0),
+        model=lambda c: TrialModel(float(c["t1"]), alpha, beta, 0.1, 1.0 / alpha, 0.0),
         curve_of=lambda c: Curve(0.0, float(c["t1"]) / 10.0, 0.3, noise=0.0),
         configs=[{"t1": t} for t in t1],
     )
     costs = RestartCosts(actor_start_s=max(0.0, start_s), gang_setup_s=0.0)
     algorithm = "hyperband" if job == "hyperband" else "grid"
-    opts = {"alpha": ALPHA, "beta": BETA}
+    opts = {"alpha": alpha, "beta": beta}
     return {
         ex: fixed_s + run_experiment(algorithm, workload, ex, 0, gpus, samples=1, costs=costs,
                                      time_noise=0.0, fluid_options=opts).makespan
@@ -147,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{job}: {executor} ...", file=sys.stderr, flush=True)
                 runs[executor] = _run(job, executor, t1, iters, storage)
             plain = runs["tune"]
-            predicted = _predict(job, t1, iters, gpus, plain["trial_overhead_s"],
+            predicted = predict_modeled(job, t1, iters, gpus, plain["trial_overhead_s"],
                                  plain["setup_s"] + plain["teardown_s"])
             jobs[job] = {
                 "tune": runs["tune"], "fluid": runs["fluid"],
