@@ -126,9 +126,13 @@ def dynamic_fluid(
     need = sum(gpus_of(target[r.spec.id]) - gpus_of(r.width) for r in ups)
     downs.sort(key=lambda r: -_area_saving(r.spec, r.width, target[r.spec.id], config.eps))
     shrunk: set[str] = set()
+    # Nor may a shrink make the trial the group's new straggler: it would end the group later.
+    last_end = max(r.spec.runtime_at(r.width) for r in running)
     for r in downs:
         if pool.idle_count() >= need:
             break
+        if r.spec.runtime_at(target[r.spec.id]) + config.eps > last_end:
+            continue
         if _regrow(r.spec, r.width, target[r.spec.id], pool, config):
             current[r.spec.id] = target[r.spec.id]
             shrunk.add(r.spec.id)

@@ -86,6 +86,16 @@ def test_bad_input_is_refused(ray4, tmp_path):
         tune.run(greedy, trial_executor=_ex(), verbose=0, storage_path=str(tmp_path))
 
 
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_trial_process_killed_mid_run(ray4, tmp_path):
     import os
     import signal
@@ -98,7 +108,7 @@ def test_trial_process_killed_mid_run(ray4, tmp_path):
     def experiment():
         out["analysis"] = tune.run(
             modeled,
-            config={"t": tune.grid_search([0.5, 0.5, 1.0]), "iters": 8},
+            config={"t": tune.grid_search([0.5, 0.5, 1.0]), "iters": 12},
             trial_executor=ex,
             storage_path=str(tmp_path),
             max_failures=2,
@@ -111,9 +121,14 @@ def test_trial_process_killed_mid_run(ray4, tmp_path):
     victim = None
     while victim is None and time.monotonic() < deadline:
         time.sleep(1)
-        trials = [ex.get_trial(t) for t in list(ex._records)]
-        if len(trials) == 3 and all(t.last_result.get("it", 0) >= 2 for t in trials):
-            victim = trials[-1].last_result["pid"]  # Tune reports each trial's process id
+        # A trial running at its planned shape (not about to be resized into a new process),
+        # whose process reported at least twice and is alive.
+        for rec in list(ex._records.values()):
+            pid = rec.trial.last_result.get("pid")
+            if (rec.phase == "running" and rec.width == rec.actual
+                    and rec.trial.last_result.get("it", 0) >= 2 and pid and _alive(pid)):
+                victim = pid
+                break
     assert victim is not None, "trials never got going"
     os.kill(victim, signal.SIGKILL)  # the trial's process dies, as on a crash
     thread.join(timeout=300)
@@ -121,5 +136,5 @@ def test_trial_process_killed_mid_run(ray4, tmp_path):
     for trial in analysis.trials:
         assert trial.status == "TERMINATED", trial
         df = analysis.trial_dataframes[trial.trial_id]
-        assert list(df["it"]) == list(range(1, 9)), (trial, list(df["it"]))
+        assert list(df["it"]) == list(range(1, 13)), (trial, list(df["it"]))
     assert any(t.num_failures == 1 for t in analysis.trials)
