@@ -172,7 +172,9 @@ def sensitivity(run: _Runner) -> list[str]:
         ("half_flops x2", replace(base, half_flops=base.half_flops * 2), None),
         ("step_overhead 1 ms", replace(base, step_overhead_s=0.001), None),
         ("step_overhead 10 ms", replace(base, step_overhead_s=0.010), None),
-        ("mps_overhead 10%", replace(base, mps_overhead=0.10), None),
+        ("mps_interference x2", replace(base, mps_interference=2 * base.mps_interference),
+         None),
+        ("time-slicing instead of MPS", replace(base, sharing="timeslice"), None),
         ("actor start 10 s", base, RestartCosts(actor_start_s=10.0)),
         ("NVLink instead of 10 GbE", base, None),
     ]
