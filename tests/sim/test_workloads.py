@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from fluid.sim.profiling import profile_config
 from fluid.sim.workloads import GPUS, Hardware, PerfParams, get_workload
 from fluid.sim.workloads.curves import Curve, luck
-from fluid.sim.profiling import profile_config
 from fluid.sim.workloads.profile import ARCH_KEYS, PROFILE_BPTT, TABLE, arch_key, count
 
 # The package exports the workload functions under the module names: import the modules.
