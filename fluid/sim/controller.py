@@ -77,7 +77,7 @@ from ray.tune.utils import flatten_dict
 from fluid.core.model import is_packed
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster, pgf_width
-from fluid.sim.profiling import profile_config
+from fluid.sim.profiling import exact_profile
 from fluid.sim.truth import fits_memory, iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
 
@@ -371,7 +371,7 @@ class SimController:
             s = self._sim[trial]
             m = s.model or self.workload.trial_model(trial.config)
             mean = s.work_time / s.iteration if s.iteration else m.iteration_time
-            prof = profile_config(m, noise=0.0)
+            prof = exact_profile(m)
             work.append((s.iteration, mean, prof.alpha, prof.beta, s.reached))
         return RunStats(
             makespan=now,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,12 @@ def profile_config(model: TrialModel, noise: float = 0.02,
     gang = {w: measured(iteration_time(truth, float(w)).seconds) for w in range(1, MAX_GANG + 1)}
     return SimProfile(fit_alpha(pack), packing_limit(pack), fit_beta(gang), scaling_limit(gang),
                       pack, gang)
+
+
+@lru_cache(maxsize=8192)
+def exact_profile(model: TrialModel) -> SimProfile:
+    """``profile_config`` without noise (cached): what the lower bound plans with."""
+    return profile_config(model, noise=0.0)
 
 
 def _sample(space: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:
