@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
