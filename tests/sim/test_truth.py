@@ -115,6 +115,7 @@ def test_declared_law_is_the_paper_law_without_the_policy_code():
     assert iteration_time(law, 0.5).seconds == pytest.approx(12.5)
     assert iteration_time(law, 3.0).seconds == pytest.approx(10.0 / 3 * 1.1**2)
     assert iteration_time(law, 500.0).seconds == pytest.approx(10.0 / 8 * 1.1**7)
+    assert iteration_time(law, 0.5).busy == 0.5 and iteration_time(law, 3.0).busy == 1.0
     with pytest.raises(ValueError, match="width"):
         iteration_time(law, 0.0)
 

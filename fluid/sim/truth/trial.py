@@ -96,11 +96,11 @@ def _packed(work: Work, peers: Sequence[Work]) -> Timing:
 
 
 def _declared(law: DeclaredLaw, width: float) -> Timing:
+    # A declared law says nothing about kernels: a trial keeps its share of a GPU busy.
     if width < 1:
-        t = law.h1 * law.alpha ** (1.0 / width - 1.0)
-        return Timing(t, min(1.0, width * law.alpha ** (1.0 / width - 1.0)))
+        return Timing(law.h1 * law.alpha ** (1.0 / width - 1.0), width)
     w = min(width, law.max_gang)
-    return Timing(law.h1 / w * law.beta ** (w - 1.0), 1.0 / law.beta ** (w - 1.0))
+    return Timing(law.h1 / w * law.beta ** (w - 1.0), 1.0)
 
 
 def iteration_time(truth: Work | DeclaredLaw, width: float,
