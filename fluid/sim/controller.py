@@ -62,7 +62,6 @@ from typing import Any
 
 import numpy as np
 from ray.train import Checkpoint
-from ray.train._internal.session import _FutureTrainingResult, _TrainingResult
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter, SearchAlgorithm
@@ -73,6 +72,7 @@ from fluid.core.model import is_packed
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster, per_gpu_busy, pgf_width
 from fluid.sim.workloads.base import TrialModel, Workload
+from fluid.tune._ray_compat import _FutureTrainingResult, _TrainingResult
 
 _START, _RESULT, _SAVED, _RESTORED = "start", "result", "saved", "restored"
 #: ``beta`` is fitted on gangs of 1..8 workers (``workloads/perf.py``); a wider gang runs as

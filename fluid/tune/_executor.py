@@ -46,6 +46,7 @@ from fluid.core import (
     start_in_order,
     static_fluid,
 )
+from fluid.tune import _ray_compat as compat
 from fluid.tune._group import TrialGroup
 from fluid.tune._shapes import cpus_of, describe, is_elastic_class, shape_for, width_of
 
@@ -110,6 +111,7 @@ class _Record:
     shapes: list = field(default_factory=list)  # [(clock time, width, gpus)] for timelines
 
 
+@compat.refuse_buffered_results
 class FluidExecutor(TrialScheduler):
     """Runs a Tune experiment under Fluid: packed, single-GPU and gang trials sized per group.
 
@@ -154,8 +156,6 @@ class FluidExecutor(TrialScheduler):
         >>> from fluid.schedulers import ASHAScheduler
         >>> scheduler = FluidExecutor(ASHAScheduler(max_t=10), cpus_per_trial=0.5)
     """
-
-    _supports_buffered_results = False  # a PAUSE must land right after the result it follows
 
     def __init__(
         self,
@@ -277,8 +277,8 @@ class FluidExecutor(TrialScheduler):
         if self._checked:
             return
         self._checked = True
-        controller = getattr(tc, "_tune_controller", tc)
-        if getattr(controller, "_reuse_actors", False):
+        controller = compat.controller_of(tc)
+        if compat.reuses_actors(controller):
             raise FluidConfigError(
                 "reuse_actors=True cannot be used with FluidExecutor: every trial gets its own "
                 "placement group shape; pass reuse_actors=False"
@@ -296,7 +296,7 @@ class FluidExecutor(TrialScheduler):
         self._install_shape_column(controller)
         if self.mps is not None:
             self.mps.start()
-        self._state_dir = self._experiment_dir(controller)
+        self._state_dir = compat.experiment_dir(controller)
         self._restored = self._load_state()
 
     # ------------------------------------------------------------------ TrialGroups
@@ -401,7 +401,8 @@ class FluidExecutor(TrialScheduler):
         rec.phase, rec.base_status, rec.fresh_start = "held", Trial.PENDING, True
         if trial.status == Trial.PENDING:
             if requeued:  # the controller already filed it as PENDING: move it properly
-                tune_controller._set_trial_status(trial, Trial.PAUSED)
+                compat.set_trial_status(compat.controller_of(tune_controller), trial,
+                                        Trial.PAUSED)
             else:  # the controller files a new trial by the status it has after this hook
                 trial.set_status(Trial.PAUSED)
         self._dirty = True
@@ -746,8 +747,8 @@ class FluidExecutor(TrialScheduler):
 
     def _install_shape_column(self, controller: Any) -> None:
         """Add each iteration's shape to its result, so progress tables and logs show it."""
-        callbacks = getattr(getattr(controller, "_callbacks", None), "_callbacks", None)
-        if isinstance(callbacks, list):
+        callbacks = compat.callback_list(controller)
+        if callbacks is not None:
             callbacks.insert(0, _ShapeColumn(self))  # before the loggers write the result
         elif self.mps is not None:
             logger.warning("Fluid: cannot hook the experiment's end; stop the MPS daemons "
@@ -768,11 +769,6 @@ class FluidExecutor(TrialScheduler):
                    for r in self._records.values())
 
     # ------------------------------------------------------------------ state
-    def _experiment_dir(self, controller: Any) -> str | None:
-        storage = getattr(controller, "_storage", None)
-        path = getattr(storage, "experiment_driver_staging_path", None)
-        return str(path) if path else None
-
     def _state(self) -> dict[str, Any]:
         return {
             "eps_samples": list(self._eps_samples),
@@ -863,10 +859,8 @@ def _sync_experiment(tc: Any) -> None:
     a restart. A full snapshot (not just the result files) keeps the stored results and the
     stored trial checkpoints consistent, so a driver crash right after cannot re-report them.
     """
-    controller = getattr(tc, "_tune_controller", tc)
     try:
-        controller.checkpoint(force=True)
-        controller._storage.syncer.wait()
+        compat.snapshot_experiment(compat.controller_of(tc))
     except Exception as e:  # the periodic sync still runs; say what may be stale
         logger.warning("Fluid: experiment snapshot before a restart failed: %s", e)
 
