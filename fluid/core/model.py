@@ -61,6 +61,8 @@ class TrialSpec:
         d: most GPUs this trial may use (``d_i >= 1``); ``None``: from policy. ``d = 1``
             for trainables that cannot run as a gang.
         memory: peak GPU memory of one replica in GB; ``None`` when unknown (not checked).
+        w_min: least width the trial may get (what its user asked for: a share, one GPU,
+            ``g`` GPUs); ``None``: any width from ``1/c_i``.
     """
 
     id: str
@@ -70,6 +72,7 @@ class TrialSpec:
     c: int | None = None
     d: int | None = None
     memory: float | None = None
+    w_min: float | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.runtime, (int, float)) and math.isfinite(self.runtime)):
@@ -86,6 +89,9 @@ class TrialSpec:
             raise ValueError(f"trial {self.id!r}: d must be >= 1, got {self.d}")
         if self.memory is not None and not self.memory > 0:
             raise ValueError(f"trial {self.id!r}: memory must be > 0 GB, got {self.memory}")
+        if self.w_min is not None and not (math.isfinite(self.w_min) and self.w_min > 0):
+            raise ValueError(f"trial {self.id!r}: w_min must be a finite width > 0, "
+                             f"got {self.w_min}")
 
     def slowdown(self, w: float) -> float:
         """``f(w)`` for this trial's ``alpha`` and ``beta``."""

@@ -42,6 +42,8 @@ class FluidOptions:
     dynamic: bool = True
     refine: bool = True
     mps: Any = None
+    resize_requests: bool = False
+    verbose: bool | None = None
     policy: PolicyConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
