@@ -279,8 +279,8 @@ class FluidExecutor(TrialScheduler):
             gid, until = self._book.group_of_new(trial)
             rec = new_record(trial, gid, until, self.options.elastic,
                              self.options.resize_requests)
-            self._check_cpus(rec)
             apply_saved(rec, self._restored.get(trial.trial_id))
+            self._check_cpus(rec)
             self._book.add(rec)
         else:
             self.planner.release(rec)
