@@ -97,8 +97,13 @@ class Planner:
         """Split ``recs`` (in order) into those whose CPUs fit in ``free`` and the others."""
         if free is None:
             return recs, []
-        fit, rest = [], []
-        for r in recs:
+        fit: list[TrialRecord] = []
+        rest: list[TrialRecord] = []
+        every_needs = bool(self._cpus_per_trial)  # every Fluid shape takes some CPUs
+        for k, r in enumerate(recs):
+            if every_needs and free <= CPU_TOL:  # full: spare 10,000-trial groups the shapes
+                rest += recs[k:]
+                break
             need = self.cpus_needed(r)
             if need <= free + CPU_TOL:
                 fit.append(r)
@@ -174,7 +179,8 @@ class Planner:
             RunningTrial(self.spec(r), r.width, r.checkpoints and r.phase is Phase.RUNNING)
             for r in live
         ]
-        pool = self.pool.copy()
+        # With CPUs counted, plan on a copy: the plan is dropped if its gangs need more CPUs.
+        pool = self.pool if self.cpus is None else self.pool.copy()
         plan = dynamic_fluid(running, [], pool, replace(cfg, eps=self._estimator.eps))
         free = self._free_cpus()
         if free is not None and sum(self.cpus_needed(self._book[z.trial_id], z.new_width)
