@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -32,9 +33,12 @@ def register(subparsers: Any) -> None:
 
 
 def _import(path: str) -> Any:
+    """``MODULE:NAME``, with the current folder importable (as ``python -m`` does)."""
     module, sep, name = path.partition(":")
     if not sep or not module or not name:
         raise ValueError(f"trainable must be MODULE:NAME, got {path!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # Ray passes the driver's sys.path on to its workers
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
