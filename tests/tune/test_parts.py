@@ -22,7 +22,7 @@ def _trial(tid, status=Trial.PAUSED):
     ({"beta": 0.9}, "beta must be >= 1, got 0.9"),
     ({"trial_memory": 0}, "trial_memory must be > 0 GB, got 0"),
     ({"cpus_per_worker": -1}, "cpus_per_worker must be >= 0, got -1"),
-    ({"default_iteration_time": 0}, "default_iteration_time must be > 0, got 0"),
+    ({"default_iteration_time": 0}, "default_iteration_time must be > 0 seconds, got 0"),
     ({"mps": object()}, "mps must be a fluid.gpu.MPSManager"),
 ])
 def test_options_name_the_parameter_and_range(bad, says):
