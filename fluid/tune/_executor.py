@@ -18,7 +18,8 @@ The parts, one job each: ``_options`` (options and their validation), ``_records
 ``TrialRecord`` per trial in a ``Phase``, the TrialGroups), ``_estimator`` (``alpha``, ``beta``,
 ``eps``, iteration times), ``_planner`` (records to ``fluid.core`` plans), ``_base`` (what the
 base scheduler sees), ``_actions`` (what is done to Tune), ``_state`` (measurements kept with the
-experiment), ``_ray_compat`` (Ray's private API).
+experiment), ``_history`` (each iteration once in the result files across restarts),
+``_ray_compat`` (Ray's private API).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from fluid.tune import _ray_compat as compat
 from fluid.tune._base import base_view, eligible
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup
+from fluid.tune._history import install_restart_trim
 from fluid.tune._options import DEFAULT_ITERATION_TIME, FluidConfigError, FluidOptions
 from fluid.tune._planner import CPU_TOL, Planner
 from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialBook, TrialRecord, new_record
@@ -243,6 +245,7 @@ class FluidExecutor(TrialScheduler):
         bound = self.options.max_outstanding or max(2, int(2 * gpus))
         actions.install_outstanding_limit(tc, self.outstanding, bound)
         actions.install_shape_column(controller, self._book, self.mps)
+        install_restart_trim(controller)
         if self.mps is not None:
             self.mps.start()
         self._state.directory = compat.experiment_dir(controller)

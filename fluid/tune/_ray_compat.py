@@ -11,8 +11,11 @@ Importing this module (and so ``fluid.tune``) with a Ray outside ``SUPPORTED_RAY
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
+import pyarrow.fs
 import ray
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -125,7 +128,55 @@ def snapshot_experiment(controller: Any) -> None:
     ``checkpoint(force=True)`` writes it and ``_storage.syncer.wait()`` waits for the upload.
     """
     controller.checkpoint(force=True)
+    wait_for_storage_sync(controller)
+
+
+def wait_for_storage_sync(controller: Any) -> None:
+    """Wait until an upload of the experiment to storage under way (if any) has finished.
+
+    Why: the upload runs in Tune's private ``_storage.syncer`` thread; only it can be waited on.
+    """
     controller._storage.syncer.wait()
+
+
+# ---------------------------------------------------------------------- a trial's result files
+#: The result files Tune's default loggers keep per trial, and restore from storage on restart.
+RESULT_JSON = "result.json"
+PROGRESS_CSV = "progress.csv"
+
+
+def restart_iteration(trial: Any) -> int:
+    """The iteration a starting trial resumes after: its checkpoint's (0: from scratch).
+
+    Why: ``Trial.latest_checkpoint_result`` is the checkpoint Tune restores a trial from; its
+    metrics carry ``training_iteration``, which the restored trainable counts on from.
+    """
+    result = trial.latest_checkpoint_result
+    metrics = getattr(result, "metrics", None) or {}
+    return int(metrics.get("training_iteration", 0) or 0)
+
+
+def result_file_copies(trial: Any) -> list[tuple[str, str, Any]]:
+    """Both copies of the trial's result files, as ``(name, path, filesystem)``.
+
+    The driver's copy comes first, with ``filesystem`` ``None`` (a local path); the copy in
+    storage follows, with its ``pyarrow.fs.FileSystem`` (left out when it is the same file).
+
+    Why: Tune keeps them in the trial's driver staging directory (``Trial.local_path``) and
+    uploads them to ``trial.storage.trial_fs_path`` on ``storage.storage_filesystem`` (a
+    developer API); its loggers copy the stored one back when the trial restarts.
+    """
+    storage = trial.storage
+    copies: list[tuple[str, str, Any]] = []
+    for name in (RESULT_JSON, PROGRESS_CSV):
+        local = os.path.join(trial.local_path, name)
+        stored = Path(storage.trial_fs_path, name).as_posix()
+        copies.append((name, local, None))
+        fs = storage.storage_filesystem
+        if not (isinstance(fs, pyarrow.fs.LocalFileSystem)
+                and os.path.abspath(stored) == os.path.abspath(local)):
+            copies.append((name, stored, fs))
+    return copies
 
 
 #: The ``TrialScheduler`` class attribute by which a scheduler refuses buffered results.
@@ -161,6 +212,8 @@ from ray.tune.registry import _global_registry  # noqa: E402
 
 __all__ = [
     "BUFFERED_RESULTS_ATTR",
+    "PROGRESS_CSV",
+    "RESULT_JSON",
     "SUPPORTED_RAY",
     "StorageContext",
     "_FutureTrainingResult",
@@ -171,9 +224,12 @@ __all__ = [
     "controller_of",
     "experiment_dir",
     "refuse_buffered_results",
+    "restart_iteration",
+    "result_file_copies",
     "reuses_actors",
     "set_trial_status",
     "show_result_column",
     "snapshot_experiment",
     "tune_verbosity",
+    "wait_for_storage_sync",
 ]
