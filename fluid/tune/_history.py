@@ -11,8 +11,9 @@ storage on every restart, append it to a file that already holds it.
 
 ``RestartTrim`` is a Tune callback that runs after the loggers when a trial starts: it drops
 from both copies of the result files (the driver's and the one in storage, which Tune restores
-from later) every row of an iteration after the one the trial restarts from. The re-run then
-reports those iterations once. Rows Tune cannot parse (a line torn by a killed driver) are
+from later) every row of an iteration after the one the trial restarts from (its own
+checkpoint's; all rows when it restarts from scratch; none when it restarts from another
+trial's checkpoint, as after PBT's exploit). The re-run then reports those iterations once. Rows Tune cannot parse (a line torn by a killed driver) are
 kept. TensorBoard event files are not trimmed.
 """
 
@@ -122,6 +123,8 @@ class RestartTrim(Callback):
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         last = compat.restart_iteration(trial)
+        if last is None:  # another trial's checkpoint (PBT): its own rows stay
+            return
         copies = compat.result_file_copies(trial)
         if all(_trimmed(*copy, last) is None for copy in copies):
             return

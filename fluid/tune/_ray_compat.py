@@ -145,15 +145,23 @@ RESULT_JSON = "result.json"
 PROGRESS_CSV = "progress.csv"
 
 
-def restart_iteration(trial: Any) -> int:
-    """The iteration a starting trial resumes after: its checkpoint's (0: from scratch).
+def restart_iteration(trial: Any) -> int | None:
+    """The iteration a starting trial resumes after: its own checkpoint's (0: from scratch).
+
+    ``None`` when it resumes from another trial's checkpoint (PBT's exploit): its result files
+    hold its own history, which that checkpoint does not continue.
 
     Why: ``Trial.latest_checkpoint_result`` is the checkpoint Tune restores a trial from; its
     metrics carry ``training_iteration``, which the restored trainable counts on from.
     """
     result = trial.latest_checkpoint_result
-    metrics = getattr(result, "metrics", None) or {}
-    return int(metrics.get("training_iteration", 0) or 0)
+    checkpoint = getattr(result, "checkpoint", None)
+    if checkpoint is None:
+        return 0
+    own = Path(trial.storage.trial_fs_path).as_posix().rstrip("/") + "/"
+    if not Path(checkpoint.path).as_posix().startswith(own):
+        return None
+    return int(result.metrics.get("training_iteration", 0) or 0)
 
 
 def result_file_copies(trial: Any) -> list[tuple[str, str, Any]]:

@@ -48,7 +48,9 @@ def _fake_trial(tmp_path, checkpoint_iteration):
     local, stored = tmp_path / "local", tmp_path / "stored"
     local.mkdir()
     stored.mkdir()
-    result = SimpleNamespace(metrics={"training_iteration": checkpoint_iteration})
+    checkpoint = SimpleNamespace(path=str(stored / "checkpoint_000001"))
+    result = SimpleNamespace(metrics={"training_iteration": checkpoint_iteration},
+                             checkpoint=checkpoint)
     storage = SimpleNamespace(trial_fs_path=str(stored),
                               storage_filesystem=pyarrow.fs.LocalFileSystem())
     return SimpleNamespace(trial_id="t1", local_path=str(local), storage=storage,
@@ -75,6 +77,15 @@ def test_restart_trim_rewrites_both_copies_after_waiting_for_the_sync(tmp_path):
     trial.latest_checkpoint_result.metrics["training_iteration"] = 3  # the re-run checkpointed
     trim.on_trial_start(0, [], trial)  # nothing to drop: no sync waited on, no trim
     assert len(waited) == 1 and len(trim.trims) == 1
+    # Restarting from another trial's checkpoint (PBT's exploit) keeps the trial's own rows.
+    trial.latest_checkpoint_result.metrics["training_iteration"] = 1
+    trial.latest_checkpoint_result.checkpoint.path = str(tmp_path / "donor" / "checkpoint_0")
+    trim.on_trial_start(0, [], trial)
+    assert (stored / "result.json").read_text() == _json([1, 2]) and len(trim.trims) == 1
+    # Restarting from scratch (no checkpoint): the re-run writes every row again.
+    trial.latest_checkpoint_result = None
+    trim.on_trial_start(0, [], trial)
+    assert (stored / "result.json").read_text() == "" and trim.trims[-1][1] == 0
 
 
 class KillWhenReported(Callback):
