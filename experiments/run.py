@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.tasks import TASKS, Task
+from fluid.core.shapes import label
 
 __all__ = ["ALGORITHMS", "EXECUTORS", "Budget", "build_parser", "main", "run_experiment"]
 
@@ -159,14 +160,8 @@ def build_algorithm(
 # --------------------------------------------------------------------------- the run
 
 
-def _width_label(width: float) -> str:
-    if width < 1:
-        return f"{width:.3g} GPU (packed)"
-    return "1 GPU" if width == 1 else f"gang of {width:g}"
-
-
 def _shape_history(executor: Any) -> Any:
-    """``trial_id -> "1 GPU -> gang of 2"``: the widths a trial ran at, for progress lines."""
+    """``trial_id -> "1 GPU -> gang of 2 GPU"``: the widths a trial ran at, for progress lines."""
 
     def history(trial_id: str) -> str:
         if executor is None:
@@ -175,7 +170,7 @@ def _shape_history(executor: Any) -> Any:
         for _t, width, _ids in executor.shape_timeline(trial_id):
             if width and (not widths or widths[-1] != width):
                 widths.append(width)
-        return " -> ".join(_width_label(w) for w in widths) or "never started"
+        return " -> ".join(label(w) for w in widths) or "never started"
 
     return history
 
@@ -263,7 +258,7 @@ def run_experiment(args: argparse.Namespace) -> dict[str, Any]:
         data_dir = None if args.smoke else str(Path(args.data_dir).resolve())
         trainable = make_trainable(
             task, data_dir=data_dir, smoke=args.smoke, max_iterations=budget.max_t,
-            max_batches=budget.max_batches, cpus_per_worker=cpus_worker,
+            max_batches=budget.max_batches,
         )  # fmt: skip
         executor: FluidExecutor | None = None
         if args.executor == "fluid":

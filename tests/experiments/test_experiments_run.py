@@ -153,7 +153,7 @@ def test_smoke_config_and_elastic_marker():
     assert cfg["vocab_size"] == len(train.vocab)
     from fluid.train import is_elastic
 
-    assert is_elastic(make_trainable("dcgan", smoke=True, cpus_per_worker=0.25))
+    assert is_elastic(make_trainable("dcgan", smoke=True))
 
 
 # --------------------------------------------------------------------------- calibration maths
