@@ -27,7 +27,8 @@ import sys
 import time
 from typing import Any
 
-ALGORITHMS = ("grid", "random", "hyperband", "syncbohb", "bohb", "asha", "pbt", "hyperopt")
+from fluid.algorithms import ALGORITHMS
+
 WORKLOADS = ("cifar10", "wlm", "dcgan", "synthetic")
 
 
