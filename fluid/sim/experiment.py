@@ -47,7 +47,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, SearchGenerator
 from ray.tune.trainable import Trainable
 
-from fluid.algorithms import AlgorithmOptions, build_searcher, check_algorithm
+from fluid.algorithms import ALGORITHMS, AlgorithmOptions, build_searcher, check_algorithm
 from fluid.algorithms import build_scheduler as build_algorithm_scheduler
 from fluid.core import PolicyConfig, TrialSpec, lower_bound
 from fluid.core.model import allowed_widths
@@ -324,7 +324,10 @@ def run_experiment(
             else:
                 search = build_search(algorithm, workload, seed, gpus, samples, storage)
             adapted = executor in ("fluid", "fluid_static")
-            base = build_scheduler(algorithm, workload, adapted)
+            if search_factory is not None and algorithm not in ALGORITHMS:
+                base: TrialScheduler = FIFOScheduler()  # a replay's fixed trials, FIFO
+            else:
+                base = build_scheduler(algorithm, workload, adapted)
             sched = build_executor(executor, base, workload, clock, cluster, gpu_memory,
                                    fluid_options)
             sched.set_search_properties(workload.metric, workload.mode)

@@ -70,3 +70,11 @@ def test_the_elastic_marker_is_seen_on_functions_wrappers_and_classes():
     assert is_elastic(wrapper)
     assert is_elastic(type("Cls", (ElasticTrainable,), {}))
     assert not is_elastic(None)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import fluid.core.shapes
+
+    assert doctest.testmod(fluid.core.shapes).failed == 0

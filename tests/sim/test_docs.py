@@ -13,6 +13,7 @@ MODULES = [
     "fluid.sim.workloads.base", "fluid.sim.workloads.curves", "fluid.sim.workloads.gpus",
     "fluid.sim.workloads.perf", "fluid.sim.workloads.profile", "fluid.sim.workloads.synthetic",
     "fluid.sim.workloads.cifar10", "fluid.sim.workloads.wlm", "fluid.sim.workloads.dcgan",
+    "fluid.sim.workloads.spaces",
 ]
 
 
