@@ -30,8 +30,8 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from fluid.core.shapes import ProcessShape
 from fluid.train import _checkpoint as _ck
-from fluid.train._context import TrainContext, _set_context
-from fluid.train._process import _apply_mps_env, _call_loop, _ckpt_root, _local_device, _trial_id
+from fluid.train._context import TrainContext
+from fluid.train._process import _apply_mps_env, _ckpt_root, _local_device, _run_loop, _trial_id
 
 logger = logging.getLogger(__name__)
 
@@ -181,12 +181,7 @@ class _GangWorker:
                 backend=spec.backend,
                 _session=_WorkerSession(self, spec.rank, ckpt_dir),
             )
-            _set_context(ctx)
-            try:
-                _call_loop(loop, config)
-            finally:
-                _set_context(None)
-                _ck._use_checkpoint_root(None)
+            _run_loop(loop, config, ctx)
             dist.destroy_process_group()
         except Exception:
             # The process group is deliberately left open: closing it would make the other

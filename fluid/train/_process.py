@@ -117,6 +117,12 @@ def _run_in_process(loop: Callable[..., Any], config: dict[str, Any], share: flo
         backend=None,
         _session=_TuneSession(),
     )
+    _run_loop(loop, config, ctx)
+
+
+def _run_loop(loop: Callable[..., Any], config: dict[str, Any], ctx: TrainContext) -> None:
+    """Run the loop with ``ctx`` as its `get_context`; the context and checkpoint root are
+    cleared afterwards, however the loop ends."""
     _set_context(ctx)
     try:
         _call_loop(loop, config)
