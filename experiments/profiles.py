@@ -33,9 +33,11 @@ from fluid.sim.workloads.profile import (
     TABLE,
     ModelProfile,
     arch_key,
+    profile,
+    register,
 )
 
-__all__ = ["architectures", "count", "main"]
+__all__ = ["architectures", "count", "ensure_profiled", "main"]
 
 
 def count(task: str, config: Mapping[str, Any]) -> ModelProfile:
@@ -72,6 +74,18 @@ def count(task: str, config: Mapping[str, Any]) -> ModelProfile:
                 h.remove()
     per = PROFILE_BPTT if task == "wlm" else 1
     return ModelProfile(flops / per, int(params), elements[0] / batch / per)
+
+
+def ensure_profiled(task: str, config: Mapping[str, Any]) -> ModelProfile:
+    """The counts of ``config``'s architecture: the shipped table's, else counted now and
+    registered with the simulator for this process (configs outside the search spaces)."""
+    defaults = TASKS[task].default_config
+    try:
+        return profile(task, config, defaults)
+    except ValueError:
+        counts = count(task, config)
+        register(task, config, counts, defaults)
+        return counts
 
 
 def architectures(task: str) -> list[dict[str, Any]]:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from experiments.profiles import architectures, count
+from experiments.profiles import architectures, count, ensure_profiled
 from experiments.tasks import TASKS, count_flops_and_params
-from fluid.sim.workloads.profile import PROFILE_BPTT, TABLE, arch_key
+from fluid.sim.workloads.profile import PROFILE_BPTT, TABLE, arch_key, profile
 from fluid.sim.workloads.spaces import TASK_SPACES
 
 
@@ -42,3 +42,11 @@ def test_wlm_flops_are_linear_in_bptt():
     f1, _ = count_flops_and_params("wlm", {**cfg, "bptt": PROFILE_BPTT})
     f2, _ = count_flops_and_params("wlm", {**cfg, "bptt": 2 * PROFILE_BPTT})
     assert f2 == pytest.approx(2 * f1, rel=1e-3)  # a few per-window ops besides the tokens
+
+
+def test_an_architecture_outside_the_table_is_counted_and_registered():
+    cfg = {**TASKS["dcgan"].default_config, "ngf": 8, "ndf": 8}
+    with pytest.raises(ValueError, match="no model profile"):
+        profile("dcgan", cfg)
+    counts = ensure_profiled("dcgan", cfg)
+    assert profile("dcgan", cfg) == counts and counts.params > 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +83,14 @@ def profile(
             "python -m experiments.profiles)"
         )
     return ModelProfile(**table[key])
+
+
+def register(
+    task: str, config: Mapping[str, Any], counts: ModelProfile,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
+    """Add the counts of an architecture outside the shipped table, for this process only
+    (the experiments' calibration counts the configs it measures: ``experiments.profiles``)."""
+    table = _load()
+    with _lock:
+        table[arch_key(task, config, defaults)] = asdict(counts)
