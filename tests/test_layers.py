@@ -2,7 +2,9 @@
 
 * ``fluid.core`` imports numpy and the standard library only;
 * nothing in ``fluid`` imports ``experiments`` (scripts that use fluid, never used by it);
-* ``fluid.sim`` does not import ``fluid.cli`` (the command line sits on top of the simulator).
+* ``fluid.sim`` does not import ``fluid.cli`` (the command line sits on top of the simulator);
+* what runs inside a trial (``fluid.train``, ``fluid.gpu``) does not import the driver's layers
+  (``fluid.tune``, ``fluid.sim``, ``fluid.cli``), and ``fluid.tune`` not the simulator's.
 """
 
 from __future__ import annotations
@@ -83,7 +85,19 @@ def test_nothing_in_fluid_imports_experiments() -> None:
     assert _violations("fluid", lambda imp: _top(imp) != "experiments") == []
 
 
-@pytest.mark.parametrize(("layer", "forbidden"), [("fluid.sim", "fluid.cli")])
+@pytest.mark.parametrize(
+    ("layer", "forbidden"),
+    [
+        ("fluid.sim", "fluid.cli"),
+        ("fluid.tune", "fluid.sim"),
+        ("fluid.tune", "fluid.cli"),
+        ("fluid.train", "fluid.tune"),
+        ("fluid.train", "fluid.sim"),
+        ("fluid.train", "fluid.cli"),
+        ("fluid.gpu", "fluid.tune"),
+        ("fluid.gpu", "fluid.sim"),
+    ],
+)
 def test_lower_layers_do_not_import_upper_ones(layer: str, forbidden: str) -> None:
     ok = lambda imp: imp != forbidden and not imp.startswith(forbidden + ".")  # noqa: E731
     assert _violations(layer, ok) == []
