@@ -3,18 +3,37 @@
 Three modes:
 
 * ``fluid simulate --algorithm A --workload W --gpus N --seeds K [--json]``: every executor
-  (``tune``, ``resource_changing``, ``fluid_static``, ``fluid``) and the lower bound on the same
-  seeds; per executor and seed the time to reach the target, the makespan, GPU-seconds and mean
-  GPU utilisation, then medians with their spread over seeds and Fluid's speedups.
+  (``tune``, ``resource_changing``, ``fluid_static``, ``fluid``) and the lower bound on seeds
+  0..K-1 (K = 10 by default); per executor and seed the time to reach the target, the makespan,
+  GPU-seconds and mean GPU utilisation, then medians over seeds and Fluid's speedups.
 * ``fluid simulate --replay RESULTS_DIR --gpus N``: replay a finished Ray Tune experiment
   (its ``result.json`` files) under every executor.
 * ``fluid simulate --paper``: the shape of the paper's evaluation with our numbers beside the
-  paper's, written into the ``## Simulator`` section of ``docs/benchmarks.md``.
+  paper's, written into the ``## Simulator`` section of ``docs/benchmarks.md`` (``--out``).
 
-``--json`` prints one object: ``{"results": [{"executor", "seed", "time_to_target",
-"makespan", "gpu_seconds", "gpu_utilization", ...}], "speedup": {"fluid_vs_tune",
-"fluid_vs_resource_changing", ...}, ...}``; ``time_to_target`` is ``null`` when no trial
-reached the target. A progress bar goes to stderr (``--no-progress`` turns it off).
+Statistics: a speedup ``A_vs_B`` is, per seed, B's time over A's (time to target; keys ending
+in ``_makespan``: makespan). Over seeds it is the geometric mean of the per-seed ratios, with a
+95% percentile-bootstrap interval over seeds (10,000 resamples, fixed generator seed: the same
+ratios give the same interval). Seeds where either side has no value are left out; with one
+seed the interval is ``null``. ``--no-profile``: Fluid gets no profile (no ``alpha``, ``beta``,
+``c``, ``d``, GPU memory), as a user who never ran ``fluid profile``.
+
+``--json`` prints one object:
+
+* ``results``: one row per executor and seed: ``executor``, ``seed``, ``time_to_target``
+  (``null``: target not reached), ``makespan``, ``gpu_seconds``, ``gpu_utilization``,
+  ``trials``, ``restarts`` (actor starts beyond each trial's first), ``resizes`` (shape changes
+  Fluid made; ``null`` for Tune's executors), ``best`` (best metric reached), ...;
+* ``speedup``: ``{"fluid_vs_tune", "fluid_vs_resource_changing", "fluid_static_vs_tune",
+  "resource_changing_vs_tune", "lower_bound_vs_tune", "fluid_vs_tune_makespan", ...}``, each
+  the geometric mean over seeds (``null``: no seed has both values);
+* ``speedup_ci95``: the same keys, each ``[low, high]`` (``null`` with fewer than two seeds);
+* ``speedup_per_seed``: the same keys, each ``{seed: ratio}``;
+* ``best_metric``: ``{executor: mean over seeds of the best metric reached}``;
+* ``restarts_per_trial``, ``resizes_per_trial``: ``{executor: mean over seeds of count/trials}``;
+* ``algorithm``, ``workload``, ``gpus``, ``seeds``.
+
+A progress bar goes to stderr (``--no-progress`` turns it off).
 """
 
 from __future__ import annotations
@@ -22,9 +41,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from fluid.algorithms import ALGORITHMS
@@ -123,14 +144,22 @@ def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
             row.append(f"{f(statistics.median(vals))} [{f(min(vals))}, {f(max(vals))}]")
         rows.append(row)
     _table(["executor", "time to target s", "makespan s", "GPU-s", "util"], rows, out)
-    sp = comp.speedups()
-    print("\nspeedups (median over seeds of the ratio of times to target; makespan in brackets):",
+    st = comp.speedup_stats()
+    print("\nspeedups, geometric mean over seeds of per-seed ratios [bootstrap 95% interval]:",
           file=out)
+    rows = []
     for key in ("fluid_vs_tune", "fluid_vs_resource_changing", "fluid_static_vs_tune",
                 "resource_changing_vs_tune", "lower_bound_vs_tune"):
-        v, m = sp.get(key), sp.get(f"{key}_makespan")
-        extra = f" [{m:.2f}x]" if m else ""
-        print(f"  {key:<28} {'-' if v is None else f'{v:.2f}x'}{extra}", file=out)
+        row = [key]
+        for k in (key, f"{key}_makespan"):
+            v, ci = st["speedup"].get(k), st["speedup_ci95"].get(k)
+            row.append("-" if v is None else f"{v:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+                                                             if ci else ""))
+        rows.append(row)
+    _table(["speedup", "time to target", "makespan"], rows, out)
+    fl = comp.per_trial("resizes").get("fluid")
+    if fl is not None:
+        print(f"  Fluid resizes per trial (mean over seeds): {fl:.2f}", file=out)
     if any(r.stalled for r in comp.results):
         print("  (hangs): Tune never resumes a trial this scheduler paused (see docs/simulator.md)",
               file=out)
@@ -146,6 +175,26 @@ def _table(headers: list[str], rows: list[list[str]], out: Any) -> None:
                         for i, (c, w) in enumerate(zip(r, widths, strict=True))), file=out)
 
 
+def write_paper(path: str | Path = "docs/benchmarks.md", seeds: int = 10, quick: bool = False,
+                progress_enabled: bool = True) -> Path:
+    """Render ``fluid.sim.paper`` and put it into ``path``, replacing its ``## Simulator``.
+
+    The rest of the file is left as it is; without such a section it is appended.
+    """
+    from fluid.sim.paper import HEADER, RUNS, render
+
+    bar = Progress(RUNS * (1 if quick else seeds), progress_enabled)
+    section = render(seeds, quick, bar)
+    bar.close()
+    path = Path(path)
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"^{re.escape(HEADER)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else (
+        text.rstrip("\n") + "\n\n" + section)
+    path.write_text(text)
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
     """``fluid simulate``; returns the exit code."""
     quiet_logs()
@@ -154,8 +203,6 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.paper:
-        from fluid.sim.paper import write_paper
-
         path = write_paper(args.out, seeds=args.seeds, quick=args.quick,
                            progress_enabled=not args.no_progress)
         print(f"wrote the Simulator section of {path}")
@@ -170,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         bar = Progress(n_runs, not args.no_progress)
         comp, workload = replay(args.replay, gpus, metric=args.metric, mode=args.mode,
                                 target=args.target, alpha=args.alpha, beta=args.beta,
-                                seeds=args.seeds, progress=bar)
+                                seeds=args.seeds, progress=bar, profile=not args.no_profile)
         bar.close()
     else:
         if not args.algorithm or not args.workload:
@@ -178,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         workload = _workload(args)
         bar = Progress(args.seeds * 4, not args.no_progress)
         comp = compare(args.algorithm, workload, gpus, args.seeds, samples=args.samples,
-                       progress=bar)
+                       profile=not args.no_profile, progress=bar)
         bar.close()
     if args.json:
         json.dump(comp.to_json(), sys.stdout)
@@ -196,8 +243,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--algorithm", choices=ALGORITHMS)
     p.add_argument("--workload", choices=WORKLOADS)
     p.add_argument("--gpus", type=int, default=None, metavar="N", help="GPUs (8)")
-    p.add_argument("--seeds", type=int, default=3, metavar="K", help="seeds 0..K-1 (3)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--seeds", type=int, default=10, metavar="K",
+                   help="seeds 0..K-1 (10); speedups are geometric means over them with a "
+                   "bootstrap 95%% interval")
+    p.add_argument("--json", action="store_true", help="print one JSON object (keys above)")
+    p.add_argument("--no-profile", action="store_true",
+                   help="Fluid without a profile: the FluidExecutor's defaults, as a user who "
+                   "never ran `fluid profile`")
     p.add_argument("--samples", type=int, default=None, metavar="N",
                    help="configs the algorithm samples (default by algorithm and GPUs)")
     p.add_argument("--gpu", default="rtx6000", choices=("rtx6000", "a100", "h100"),

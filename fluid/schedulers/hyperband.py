@@ -13,10 +13,21 @@ from fluid.tune._group import TrialGroupMixin
 
 
 class _RungGroups(TrialGroupMixin):
-    """Declares a bracket's first rung as trials arrive and every rung's survivors after it."""
+    """Declares a bracket's first rung as trials arrive and every rung's survivors after it.
+
+    A rung's group is named by the bracket's index in this scheduler (brackets are numbered
+    as they are first seen) and the rung's milestone ``r``; ``FluidExecutor`` joins groups of
+    the same name, so the name must be unique among live brackets and must not depend on
+    anything outside the scheduler (an ``id()``-based name did both wrong).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._bracket_index: dict[Any, int] = {}
 
     def _bracket_label(self, bracket: Any) -> str:
-        return f"bracket {id(bracket) % 10_000:04d} r={bracket._cumul_r}"
+        index = self._bracket_index.setdefault(bracket, len(self._bracket_index))
+        return f"bracket {index} r={bracket._cumul_r}"
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)

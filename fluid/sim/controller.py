@@ -49,6 +49,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import heapq
 import os
 import tempfile
@@ -316,11 +317,11 @@ class SimController(TuneDecisions, SimActors):
 
     def _model(self, trial: Trial) -> TrialModel:
         sim = self._sim[trial]
-        key = id(trial.config), len(trial.config)
-        if sim.model is None or sim.config_key != key:
+        # Keyed by content: an id() key could match a new config (PBT) at a freed address.
+        if sim.model is None or sim.config_key != trial.config:
             sim.model = self.workload.trial_model(trial.config)
             sim.curve = self.workload.curve(trial.config)
-            sim.config_key = key
+            sim.config_key = copy.deepcopy(trial.config)
         return sim.model
 
     # ------------------------------------------------------------------ events

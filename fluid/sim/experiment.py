@@ -20,7 +20,8 @@ Executors, each on the same workload and seed:
 Fluid gets what its profiling would measure, not the simulator's truth: ``alpha`` and ``beta``
 are the medians over a sample of the search space (Fluid takes one value per experiment),
 iteration times are measured by Fluid from the results, and ``eps`` is measured from the
-resizes it does (``eps=None``).
+resizes it does (``eps=None``). With ``profile=False`` (``fluid simulate --no-profile``) Fluid
+gets no profile at all and starts from the executor's defaults.
 
 Example:
     >>> from fluid.sim.workloads import get_workload
@@ -54,6 +55,7 @@ from fluid.core.model import allowed_widths
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster
 from fluid.sim.controller import RestartCosts, RunStats, SimController, SimulationStalled
+from fluid.sim.stats import geomean, summarize
 from fluid.sim.workloads.base import Workload
 
 EXECUTORS = ("tune", "resource_changing", "fluid_static", "fluid")
@@ -93,7 +95,8 @@ class RunResult:
     gpu_seconds: float
     gpu_utilization: float | None
     trials: int = 0
-    restarts: int = 0
+    restarts: int = 0  # actor starts beyond each trial's first (pauses, resizes, PBT)
+    resizes: int | None = None  # shape changes Fluid made (None: the executor does not resize)
     best: float | None = None
     sim_seconds: float = 0.0  # wall-clock seconds the simulation took
     stalled: bool = False  # Tune would hang here (makespan: when it stalled)
@@ -105,7 +108,12 @@ class RunResult:
 
 @dataclass
 class Comparison:
-    """Every executor on every seed of one algorithm x workload x GPU count."""
+    """Every executor on every seed of one algorithm x workload x GPU count.
+
+    A speedup ``A_vs_B`` is, per seed, ``B / A`` in time to target (``..._makespan``: in
+    makespan); over seeds it is the geometric mean of those ratios with a bootstrap 95%
+    interval (``fluid.sim.stats``). Seeds where either side has no value are left out.
+    """
 
     algorithm: str
     workload: str
@@ -116,53 +124,88 @@ class Comparison:
         """The results of one executor, by seed."""
         return [r for r in self.results if r.executor == executor]
 
-    def speedup(self, fast: str, slow: str, what: str = "time_to_target") -> float | None:
-        """Median over seeds of ``slow / fast`` in ``what`` (seeds where both are known)."""
-        ratios = _ratios(self, fast, slow, what)
-        return statistics.median(ratios) if ratios else None
-
-    def speedups(self) -> dict[str, float | None]:
-        """``fluid_vs_tune``, ``fluid_vs_resource_changing`` and friends (median ratios)."""
-        out: dict[str, float | None] = {}
-        for fast in ("fluid", "fluid_static"):
-            for slow in ("tune", "resource_changing"):
-                out[f"{fast}_vs_{slow}"] = self.speedup(fast, slow)
-                out[f"{fast}_vs_{slow}_makespan"] = self.speedup(fast, slow, "makespan")
-        out["resource_changing_vs_tune"] = self.speedup("resource_changing", "tune")
-        out["lower_bound_vs_tune"] = self.speedup(LOWER_BOUND, "tune")
+    def ratios(self, fast: str, slow: str, what: str = "time_to_target") -> dict[int, float]:
+        """``{seed: slow / fast}`` in ``what`` (seeds where both are known)."""
+        by_seed = {r.seed: r for r in self.of(slow)}
+        out = {}
+        for r in self.of(fast):
+            other = by_seed.get(r.seed)
+            if other is None:
+                continue
+            a, b = getattr(r, what), getattr(other, what)
+            if a and b and not (what == "makespan" and (r.stalled or other.stalled)):
+                out[r.seed] = b / a
         return out
 
+    def speedup(self, fast: str, slow: str, what: str = "time_to_target") -> float | None:
+        """Geometric mean over seeds of ``slow / fast`` in ``what`` (``None``: no seed has both)."""
+        ratios = list(self.ratios(fast, slow, what).values())
+        return geomean(ratios) if ratios else None
+
+    def _pairs(self) -> dict[str, tuple[str, str, str]]:
+        out = {}
+        for fast in ("fluid", "fluid_static"):
+            for slow in ("tune", "resource_changing"):
+                out[f"{fast}_vs_{slow}"] = (fast, slow, "time_to_target")
+                out[f"{fast}_vs_{slow}_makespan"] = (fast, slow, "makespan")
+        out["resource_changing_vs_tune"] = ("resource_changing", "tune", "time_to_target")
+        out["lower_bound_vs_tune"] = (LOWER_BOUND, "tune", "time_to_target")
+        return out
+
+    def speedups(self) -> dict[str, float | None]:
+        """``fluid_vs_tune``, ``fluid_vs_resource_changing`` and friends (geometric means)."""
+        return {k: self.speedup(*pair) for k, pair in self._pairs().items()}
+
+    def speedup_stats(self) -> dict[str, dict[str, Any]]:
+        """``{"speedup", "speedup_ci95", "speedup_per_seed"}``, each keyed like ``speedups``.
+
+        ``speedup_ci95[k]`` is ``[low, high]``, or ``None`` with fewer than two seeds;
+        ``speedup_per_seed[k]`` is ``{seed: ratio}``.
+        """
+        mean: dict[str, float | None] = {}
+        ci: dict[str, list[float] | None] = {}
+        per_seed: dict[str, dict[int, float]] = {}
+        for key, pair in self._pairs().items():
+            ratios = self.ratios(*pair)
+            m, interval = summarize(list(ratios.values()))
+            mean[key], ci[key], per_seed[key] = m, list(interval) if interval else None, ratios
+        return {"speedup": mean, "speedup_ci95": ci, "speedup_per_seed": per_seed}
+
+    def _mean_by_executor(
+        self, value: Callable[[RunResult], float | None]
+    ) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for ex in EXECUTORS:
+            if self.of(ex):
+                vals = [v for v in map(value, self.of(ex)) if v is not None]
+                out[ex] = statistics.fmean(vals) if vals else None
+        return out
+
+    def per_trial(self, what: str) -> dict[str, float | None]:
+        """Per executor, the mean over seeds of ``what`` (``restarts``, ``resizes``) per trial."""
+        def rate(r: RunResult) -> float | None:
+            n = getattr(r, what)
+            return None if not r.trials or n is None else n / r.trials
+
+        return self._mean_by_executor(rate)
+
+    def best_metric(self) -> dict[str, float | None]:
+        """Per executor, the mean over seeds of the best metric value any trial reported."""
+        return self._mean_by_executor(lambda r: r.best)
+
     def to_json(self) -> dict[str, Any]:
-        """``{"algorithm", "workload", "gpus", "results": [...], "speedup": {...}}``."""
+        """The object ``fluid simulate --json`` prints (keys documented in its help)."""
         return {
             "algorithm": self.algorithm,
             "workload": self.workload,
             "gpus": self.gpus,
+            "seeds": sorted({r.seed for r in self.results}),
             "results": [r.public() for r in self.results],
-            "speedup": self.speedups(),
-            "spread": {k: v for k, v in self.spreads().items()},
+            **self.speedup_stats(),
+            "best_metric": self.best_metric(),
+            "restarts_per_trial": self.per_trial("restarts"),
+            "resizes_per_trial": self.per_trial("resizes"),
         }
-
-    def spreads(self) -> dict[str, list[float]]:
-        """``[min, max]`` over seeds of each speedup ratio of Fluid."""
-        out = {}
-        for fast in ("fluid", "fluid_static"):
-            for slow in ("tune", "resource_changing"):
-                r = _ratios(self, fast, slow, "time_to_target")
-                if r:
-                    out[f"{fast}_vs_{slow}"] = [min(r), max(r)]
-        return out
-
-
-def _ratios(c: Comparison, fast: str, slow: str, what: str) -> list[float]:
-    by_seed = {r.seed: getattr(r, what) for r in c.of(slow)}
-    out = []
-    for r in c.of(fast):
-        a, b = getattr(r, what), by_seed.get(r.seed)
-        stalled = r.stalled or any(x.stalled for x in c.of(slow) if x.seed == r.seed)
-        if a and b and not (what == "makespan" and stalled):
-            out.append(b / a)
-    return out
 
 
 # ---------------------------------------------------------------------- building blocks
@@ -250,8 +293,16 @@ def build_executor(
     cluster: SimCluster,
     gpu_memory: float | None = None,
     fluid_options: dict[str, Any] | None = None,
+    profile: bool = True,
 ) -> TrialScheduler:
-    """The scheduler Tune is given for ``executor`` (see the module docstring)."""
+    """The scheduler Tune is given for ``executor`` (see the module docstring).
+
+    ``profile=False`` builds the ``FluidExecutor`` as a user who never ran ``fluid profile``
+    would: its defaults (``alpha = beta = 1`` until measured, no ``c``/``d``, no GPU memory
+    given); only the simulated clock and cluster, and ``elastic=True`` (the simulated
+    trainable is gang-capable, as one marked with ``fluid.train.elastic``), are passed.
+    ``fluid_options`` apply either way.
+    """
     if executor == "tune":
         return base
     if executor == "resource_changing":
@@ -267,11 +318,11 @@ def build_executor(
     if executor in ("fluid", "fluid_static"):
         from fluid.tune import FluidExecutor
 
-        alpha, beta = profiled_overheads(workload)
-        options: dict[str, Any] = {
-            "alpha": alpha, "beta": beta, "cpus_per_trial": 1.0, "cpus_per_worker": 1.0,
-            "elastic": True, "gpu_memory": gpu_memory, "dynamic": executor == "fluid",
-        }
+        options: dict[str, Any] = {"elastic": True, "dynamic": executor == "fluid"}
+        if profile:
+            alpha, beta = profiled_overheads(workload)
+            options.update(alpha=alpha, beta=beta, cpus_per_trial=1.0, cpus_per_worker=1.0,
+                           gpu_memory=gpu_memory)
         options.update(fluid_options or {})
         return FluidExecutor(base, clock=clock, resources=cluster, **options)
     raise ValueError(f"unknown executor {executor!r}; known: {list(EXECUTORS)}")
@@ -301,10 +352,13 @@ def run_experiment(
     time_noise: float = 0.02,
     gpu_memory: float | None = None,
     fluid_options: dict[str, Any] | None = None,
+    profile: bool = True,
     return_stats: bool = False,
     search_factory: Callable[[int, str], SearchAlgorithm] | None = None,
 ) -> Any:
     """Simulate one run; returns a ``RunResult`` (and the ``RunStats`` if ``return_stats``).
+
+    ``profile=False``: Fluid without a profile (see ``build_executor``).
 
     ``search_factory(seed, storage_path)`` replaces the algorithm's search algorithm (the
     replay's fixed trial list); the scheduler is then FIFO unless ``algorithm`` names one.
@@ -329,7 +383,7 @@ def run_experiment(
             else:
                 base = build_scheduler(algorithm, workload, adapted)
             sched = build_executor(executor, base, workload, clock, cluster, gpu_memory,
-                                   fluid_options)
+                                   fluid_options, profile)
             sched.set_search_properties(workload.metric, workload.mode)
             ctl = SimController(search, sched, workload, gpus, clock=clock, cluster=cluster,
                                 costs=costs, seed=seed, time_noise=time_noise)
@@ -347,6 +401,7 @@ def run_experiment(
         makespan=stats.makespan, gpu_seconds=stats.gpu_seconds,
         gpu_utilization=stats.gpu_utilization, trials=stats.trials, restarts=stats.restarts,
         best=stats.best, sim_seconds=_time.perf_counter() - t0, stalled=stalled,
+        resizes=getattr(sched, "resizes", None),
     )
     return (result, stats) if return_stats else result
 
@@ -383,6 +438,7 @@ def compare(
     time_noise: float = 0.02,
     gpu_memory: float | None = None,
     fluid_options: dict[str, Any] | None = None,
+    profile: bool = True,
     progress: Callable[[str], None] | None = None,
     search_factory: Callable[[int, str], SearchAlgorithm] | None = None,
 ) -> Comparison:
@@ -396,7 +452,7 @@ def compare(
             result, stats = run_experiment(
                 algorithm, workload, ex, seed, gpus, samples=samples, costs=costs,
                 time_noise=time_noise, gpu_memory=gpu_memory, fluid_options=fluid_options,
-                return_stats=True, search_factory=search_factory)
+                profile=profile, return_stats=True, search_factory=search_factory)
             comp.results.append(result)
             if ex == "tune":
                 comp.results.append(bound_of(stats, gpus, seed))

@@ -1,7 +1,9 @@
 """``fluid simulate --paper``: the shape of the paper's evaluation (section 6), our numbers beside.
 
-Writes the ``## Simulator`` section of ``docs/benchmarks.md`` (replacing it if present, the rest
-of the file untouched):
+``render`` returns the ``## Simulator`` section of ``docs/benchmarks.md`` as Markdown (the CLI,
+``fluid/cli/simulate.py``, writes it into the file). Every speedup is the geometric mean over
+seeds of the per-seed ratios with its bootstrap 95% interval (``fluid.sim.stats``), written
+``1.22x [0.95, 1.60]``; absolute times and utilisations are medians over seeds. The section:
 
 * Table 2: successive halving (Ray's ``HyperBandScheduler``) on CIFAR-10 with 2..32 workers,
   utilisation and runtime under plain Tune, and under Fluid;
@@ -21,15 +23,14 @@ Example:
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from fluid.sim.controller import RestartCosts
-from fluid.sim.experiment import compare
+from fluid.sim.experiment import Comparison, compare
+from fluid.sim.stats import summarize
 from fluid.sim.workloads import Hardware, PerfParams, get_workload
 
 SECTIONS = ("Table 2", "Figure 7", "Figure 11", "Figure 12", "Figure 13", "Sensitivity")
@@ -40,8 +41,15 @@ PAPER_FIG7 = {"syncbohb": "2x", "hyperband": "1.3-2x (synchronous: 30-100%)",
               "bohb": "1.3x", "asha": "1.3x (asynchronous: 10-30%)", "pbt": "little"}
 
 
-def _x(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}x"
+def speedup_cell(c: Comparison, fast: str, slow: str, what: str = "time_to_target") -> str:
+    """``"1.22x [0.95, 1.60]"``: geometric mean over seeds of ``slow / fast`` and its 95% CI.
+
+    ``-`` when no seed has both values; the interval is left out with a single seed.
+    """
+    mean, ci = summarize(list(c.ratios(fast, slow, what).values()))
+    if mean is None:
+        return "-"
+    return f"{mean:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
 def _s(v: float | None) -> str:
@@ -67,15 +75,18 @@ def table2(run: _Runner) -> list[str]:
     """Successive halving on 2..32 workers."""
     w = get_workload("cifar10")
     lines = ["### Table 2: successive halving (HyperBand) on CIFAR-10, 2 to 32 workers", "",
-             "| workers | paper util. | paper runtime s | Tune util. | Tune makespan s | "
-             "Fluid util. | Fluid makespan s |", "|---:|---:|---:|---:|---:|---:|---:|"]
+             "| workers | paper: Tune util. | paper: Tune runtime s | Tune util. (median) | "
+             "Tune makespan s (median) | Fluid util. (median) | Fluid makespan s (median) | "
+             "Fluid vs Tune makespan, geo. mean [95% CI] |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n, (pu, pr) in PAPER_TABLE2.items():
         c = run("hyperband", w, n, ("tune", "fluid"), samples=27)
         t, f = c.of("tune"), c.of("fluid")
         lines.append(
             f"| {n} | {pu:.0%} | {pr:,} | {_med([r.gpu_utilization for r in t]):.0%} | "
             f"{_s(_med([r.makespan for r in t]))} | {_med([r.gpu_utilization for r in f]):.0%} | "
-            f"{_s(_med([r.makespan for r in f]))} |")
+            f"{_s(_med([r.makespan for r in f]))} | "
+            f"{speedup_cell(c, 'fluid', 'tune', 'makespan')} |")
     lines += ["", "27 configs, `max_t` 27 epochs, reduction factor 3. The paper's AlexNet and "
               "epochs are smaller than the experiment script's, so absolute runtimes differ; "
               "the shape to compare is utilisation falling as workers grow under Tune.", ""]
@@ -85,8 +96,10 @@ def table2(run: _Runner) -> list[str]:
 def figure7(run: _Runner) -> list[str]:
     """Time to target, 5 algorithms x 3 tasks."""
     lines = ["### Figure 7: time to target, 8 GPUs", "",
-             "| task | algorithm | Tune s | ResourceChanging s | Fluid s | Fluid vs Tune | "
-             "Fluid vs ResourceChanging | paper |", "|---|---|---:|---:|---:|---:|---:|---|"]
+             "| task | algorithm | Tune s (median) | ResourceChanging s (median) | "
+             "Fluid s (median) | Fluid vs Tune, geo. mean [95% CI] | "
+             "Fluid vs ResourceChanging, geo. mean [95% CI] | paper: Fluid vs Tune |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
     for task in ("cifar10", "wlm", "dcgan"):
         w = get_workload(task)
         for alg in ("pbt", "hyperband", "asha", "syncbohb", "bohb"):
@@ -94,11 +107,12 @@ def figure7(run: _Runner) -> list[str]:
             ttt = {ex: _med([r.time_to_target for r in c.of(ex)])
                    for ex in ("tune", "resource_changing", "fluid")}
             hang = " (hangs)" if any(r.stalled for r in c.of("resource_changing")) else ""
-            sp = c.speedups()
             lines.append(f"| {task} | {alg} | {_s(ttt['tune'])} | {_s(ttt['resource_changing'])}"
-                         f"{hang} | {_s(ttt['fluid'])} | {_x(sp['fluid_vs_tune'])} | "
-                         f"{_x(sp['fluid_vs_resource_changing'])} | {PAPER_FIG7[alg]} |")
-    lines += ["", "Medians over seeds; a ratio is the median of per-seed ratios. `-`: the target "
+                         f"{hang} | {_s(ttt['fluid'])} | {speedup_cell(c, 'fluid', 'tune')} | "
+                         f"{speedup_cell(c, 'fluid', 'resource_changing')} | {PAPER_FIG7[alg]} |")
+    lines += ["", "Times to target are medians over seeds; a speedup is the geometric mean of "
+              "the per-seed ratios of times to target, with its bootstrap 95% interval over "
+              "seeds in brackets. `-`: the target "
               "was not reached. \"(hangs)\": Tune's ResourceChangingScheduler pauses a trial "
               "that the HyperBand-family scheduler never resumes (docs/simulator.md); its time "
               "to target is what it reached before.", ""]
@@ -108,17 +122,18 @@ def figure7(run: _Runner) -> list[str]:
 def figure11(run: _Runner) -> list[str]:
     """Packing only, distribution only."""
     lines = ["### Figure 11: grid search, packing only (a) and distribution only (b), 8 GPUs",
-             "", "| task | configs | mechanism | Fluid vs Tune (makespan) |", "|---|---:|---|---:|"]
+             "", "| task | configs | mechanism | Fluid vs Tune makespan, geo. mean [95% CI] |",
+             "|---|---:|---|---:|"]
     for task in ("cifar10", "wlm", "dcgan"):
         w = get_workload(task)
         for n in (9, 27, 81):
             c = run("random", w, 8, ("tune", "fluid"), samples=n, fluid_options={"d": 1})
             lines.append(f"| {task} | {n} | packing only | "
-                         f"{_x(c.speedup('fluid', 'tune', 'makespan'))} |")
+                         f"{speedup_cell(c, 'fluid', 'tune', 'makespan')} |")
         for n in (1, 2, 4):
             c = run("random", w, 8, ("tune", "fluid"), samples=n, fluid_options={"c": 1})
             lines.append(f"| {task} | {n} | distribution only | "
-                         f"{_x(c.speedup('fluid', 'tune', 'makespan'))} |")
+                         f"{speedup_cell(c, 'fluid', 'tune', 'makespan')} |")
     lines += ["", "Paper: packing helps most for many trials of small models; distribution "
               "helps most for few trials of large models. Configs are drawn at random from "
               "the search space (the grid of the paper is not published).", ""]
@@ -128,14 +143,15 @@ def figure11(run: _Runner) -> list[str]:
 def figure12(run: _Runner) -> list[str]:
     """Runtime variance."""
     lines = ["### Figure 12: runtime variance (synthetic, 9 configs, 8 GPUs)", "",
-             "| log-sd of runtimes | Fluid vs Tune (makespan) | StaticFluid vs Tune |",
+             "| log-sd of runtimes | Fluid vs Tune makespan, geo. mean [95% CI] | "
+             "StaticFluid vs Tune makespan, geo. mean [95% CI] |",
              "|---:|---:|---:|"]
     for spread in (0.0, 0.25, 0.5, 1.0):
         w = get_workload("synthetic", iter_time=10.0, spread=spread, alpha=1.3, beta=1.1,
                          trials=9)
         c = run("grid", w, 8, ("tune", "fluid_static", "fluid"))
-        lines.append(f"| {spread:g} | {_x(c.speedup('fluid', 'tune', 'makespan'))} | "
-                     f"{_x(c.speedup('fluid_static', 'tune', 'makespan'))} |")
+        lines.append(f"| {spread:g} | {speedup_cell(c, 'fluid', 'tune', 'makespan')} | "
+                     f"{speedup_cell(c, 'fluid_static', 'tune', 'makespan')} |")
     lines += ["", "Paper: the larger the variance, the larger Fluid's gain (DynamicFluid).", ""]
     return lines
 
@@ -143,19 +159,20 @@ def figure12(run: _Runner) -> list[str]:
 def figure13(run: _Runner) -> list[str]:
     """Packing overhead and scaling."""
     lines = ["### Figure 13a: artificial packing overhead (synthetic, 27 configs, 8 GPUs)", "",
-             "| packing overhead alpha | Fluid vs Tune (makespan) |", "|---:|---:|"]
+             "| packing overhead alpha | Fluid vs Tune makespan, geo. mean [95% CI] |",
+             "|---:|---:|"]
     for alpha in (1.5, 2.0, 10.0):
         w = get_workload("synthetic", iter_time=10.0, spread=0.5, alpha=alpha, beta=1.1)
         c = run("grid", w, 8, ("tune", "fluid"))
-        lines.append(f"| {alpha:g}x | {_x(c.speedup('fluid', 'tune', 'makespan'))} |")
+        lines.append(f"| {alpha:g}x | {speedup_cell(c, 'fluid', 'tune', 'makespan')} |")
     lines += ["", "Paper: small overheads still pay; at 10x packing is off and Fluid equals "
               "Tune.", "", "### Figure 13b: scaling, 3 configs, packing off", "",
-              "| task | GPUs | Fluid vs Tune (makespan) |", "|---|---:|---:|"]
+              "| task | GPUs | Fluid vs Tune makespan, geo. mean [95% CI] |", "|---|---:|---:|"]
     for task in ("cifar10", "wlm", "dcgan"):
         w = get_workload(task)
         for n in (4, 8, 16):
             c = run("random", w, n, ("tune", "fluid"), samples=3, fluid_options={"c": 1})
-            lines.append(f"| {task} | {n} | {_x(c.speedup('fluid', 'tune', 'makespan'))} |")
+            lines.append(f"| {task} | {n} | {speedup_cell(c, 'fluid', 'tune', 'makespan')} |")
     lines += ["", "Paper: 4 to 8 GPUs gains on all three tasks; CIFAR-10 and DCGAN gain nothing "
               "past 8 (Fluid leaves GPUs idle when scaling does not pay). Here gangs are modelled "
               "over 10 GbE (Paleo, no overlap of all-reduce and compute); trials of different "
@@ -177,46 +194,34 @@ def sensitivity(run: _Runner) -> list[str]:
         ("NVLink instead of 10 GbE", base, None),
     ]
     lines = ["### Sensitivity: SyncBOHB on CIFAR-10, 8 GPUs", "",
-             "| model constant | Fluid vs Tune | Fluid vs ResourceChanging |", "|---|---:|---:|"]
+             "| model constant | Fluid vs Tune, geo. mean [95% CI] | "
+             "Fluid vs ResourceChanging, geo. mean [95% CI] |", "|---|---:|---:|"]
     for label, perf, costs in variants:
         link = "nvlink3" if label.startswith("NVLink") else None
         w = get_workload("cifar10", Hardware.preset("rtx6000", link, perf))
         c = run("syncbohb", w, 8, ("tune", "resource_changing", "fluid"), costs=costs)
-        sp = c.speedups()
-        lines.append(f"| {label} | {_x(sp['fluid_vs_tune'])} | "
-                     f"{_x(sp['fluid_vs_resource_changing'])} |")
+        lines.append(f"| {label} | {speedup_cell(c, 'fluid', 'tune')} | "
+                     f"{speedup_cell(c, 'fluid', 'resource_changing')} |")
     lines += ["", "Time to target is decided by one trial and varies a lot between seeds; read "
               "these as the direction in which an assumption moves the result, not as precise "
               "values.", ""]
     return lines
 
 
-def render(seeds: int = 3, quick: bool = False,
+RUNS = 5 * 2 + 15 * 3 + 18 * 2 + 4 * 3 + 3 * 2 + 9 * 2 + 8 * 3  # cells x executors
+
+
+def render(seeds: int = 10, quick: bool = False,
            progress: Callable[[str], None] | None = None) -> str:
-    """The whole ``## Simulator`` section as Markdown."""
+    """The whole ``## Simulator`` section as Markdown (``RUNS`` runs per seed)."""
     run = _Runner(1 if quick else seeds, progress)
+    flag = "--quick" if quick else f"--seeds {seeds}"
     parts = [HEADER, "",
-             f"Generated by `fluid simulate --paper` ({run.seeds} seed(s) per cell; "
-             "docs/simulator.md describes the models). Times are simulated seconds on the "
-             "paper's testbed model (Quadro RTX 6000, 10 GbE) unless stated.", ""]
+             f"Generated by `fluid simulate --paper {flag}` ({run.seeds} seed(s) per cell; "
+             "docs/simulator.md describes the models and the statistics). Times are simulated "
+             "seconds on the paper's testbed model (Quadro RTX 6000, 10 GbE) unless stated. "
+             "Speedups: geometric mean over seeds of per-seed ratios, [95% bootstrap interval] "
+             "over seeds (none with one seed).", ""]
     for f in (table2, figure7, figure11, figure12, figure13, sensitivity):
         parts += f(run)
     return "\n".join(parts) + "\n"
-
-
-def write_paper(path: str | Path = "docs/benchmarks.md", seeds: int = 3, quick: bool = False,
-                progress_enabled: bool = True) -> Path:
-    """Render and put the section into ``path`` (replacing an existing ``## Simulator``)."""
-    from fluid.cli.simulate import Progress
-
-    runs = 5 * 2 + 15 * 3 + 18 * 2 + 4 * 3 + 3 * 2 + 9 * 2 + 8 * 3  # cells x executors
-    bar = Progress(runs * (1 if quick else seeds), progress_enabled)
-    section = render(seeds, quick, bar)
-    bar.close()
-    path = Path(path)
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(HEADER)}\n.*?(?=^## |\Z)", re.S | re.M)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else (
-        text.rstrip("\n") + "\n\n" + section)
-    path.write_text(text)
-    return path

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fluid.cli import main
+from fluid.sim.stats import geomean
 
 FIELDS = {"executor", "seed", "time_to_target", "makespan", "gpu_seconds", "gpu_utilization"}
 
@@ -20,6 +23,23 @@ def test_simulate_json_has_the_fields_and_speedups(capsys):
     for ex in ("tune", "resource_changing", "fluid_static", "fluid", "lower_bound"):
         assert {(ex, 0), (ex, 1)} <= execs
     assert {"fluid_vs_tune", "fluid_vs_resource_changing"} <= set(data["speedup"])
+    assert set(data["speedup_ci95"]) == set(data["speedup_per_seed"]) == set(data["speedup"])
+    for key, mean in data["speedup"].items():
+        per_seed = data["speedup_per_seed"][key]
+        assert set(per_seed) <= {"0", "1"}
+        if mean is None:
+            assert not per_seed and data["speedup_ci95"][key] is None
+            continue
+        ratios = list(per_seed.values())
+        assert mean == pytest.approx(geomean(ratios))
+        if len(ratios) == 2:
+            low, high = data["speedup_ci95"][key]
+            assert min(ratios) <= low <= mean <= high <= max(ratios)
+    assert set(data["best_metric"]) == {"tune", "resource_changing", "fluid_static", "fluid"}
+    assert all(0 < v <= 1 for v in data["best_metric"].values())  # an accuracy-like metric
+    assert data["resizes_per_trial"]["tune"] is None
+    assert data["resizes_per_trial"]["fluid_static"] == 0
+    assert data["restarts_per_trial"]["fluid"] >= 0
     tune = [r for r in data["results"] if r["executor"] == "tune"]
     bound = [r for r in data["results"] if r["executor"] == "lower_bound"]
     for t, b in zip(tune, bound, strict=True):
@@ -32,6 +52,26 @@ def test_simulate_table(capsys):
                  "--seeds", "1", "--trials", "6", "--max-t", "5", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "median over seeds" in out and "fluid_vs_tune" in out
+    assert "geometric mean over seeds" in out
+
+
+def test_seeds_default_to_ten():
+    from fluid.cli import build_parser
+
+    args = build_parser().parse_args(["simulate", "--algorithm", "grid", "--workload", "cifar10"])
+    assert args.seeds == 10 and args.no_profile is False
+
+
+def test_paper_writes_only_its_section(tmp_path, monkeypatch):
+    import fluid.sim.paper as paper
+    from fluid.cli.simulate import write_paper
+
+    monkeypatch.setattr(paper, "render", lambda seeds, quick, progress: "## Simulator\n\nnew\n")
+    doc = tmp_path / "b.md"
+    doc.write_text("# Benchmarks\n\n## Before\n\nkeep\n\n## Simulator\n\nold\n\n## After\n\nkeep too\n")
+    write_paper(doc, seeds=2, progress_enabled=False)
+    assert doc.read_text() == ("# Benchmarks\n\n## Before\n\nkeep\n\n## Simulator\n\nnew\n"
+                               "## After\n\nkeep too\n")
 
 
 def test_simulate_needs_an_algorithm(capsys):

@@ -9,7 +9,8 @@ import pytest
 
 MODULES = [
     "fluid.sim", "fluid.sim.clock", "fluid.sim.cluster", "fluid.sim.controller",
-    "fluid.sim.experiment", "fluid.sim.replay", "fluid.sim.paper", "fluid.sim.workloads",
+    "fluid.sim.experiment", "fluid.sim.replay", "fluid.sim.paper", "fluid.sim.stats",
+    "fluid.sim.workloads",
     "fluid.sim.workloads.base", "fluid.sim.workloads.curves", "fluid.sim.workloads.gpus",
     "fluid.sim.workloads.perf", "fluid.sim.workloads.profile", "fluid.sim.workloads.synthetic",
     "fluid.sim.workloads.cifar10", "fluid.sim.workloads.wlm", "fluid.sim.workloads.dcgan",

@@ -1,0 +1,53 @@
+"""``profile=False`` / ``fluid simulate --no-profile``: Fluid with the executor's defaults."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ray.tune.schedulers import FIFOScheduler
+
+from fluid.cli import main
+from fluid.sim import SimClock, SimCluster, build_executor, get_workload
+from fluid.sim.experiment import profiled_overheads, run_experiment
+
+
+@pytest.fixture
+def workload():
+    return get_workload("synthetic", iter_time=2.0, spread=0.5, alpha=1.6, beta=1.4,
+                        memory_gb=3.0, max_t=6, trials=6)
+
+
+def _executor(workload, profile):
+    clock = SimClock()
+    cluster = SimCluster(4, clock, memory=24.0)
+    return build_executor("fluid", FIFOScheduler(), workload, clock, cluster, gpu_memory=24.0,
+                          profile=profile)
+
+
+def test_with_a_profile_fluid_gets_the_profiled_overheads(workload):
+    ex = _executor(workload, profile=True)
+    alpha, beta = profiled_overheads(workload)
+    assert (ex.alpha, ex.beta) == (alpha, beta) and alpha > 1 and beta > 1
+    assert ex._policy.gpu_memory == 24.0
+
+
+def test_without_a_profile_fluid_starts_from_its_defaults(workload):
+    ex = _executor(workload, profile=False)
+    assert (ex.alpha, ex.beta) == (1.0, 1.0)
+    assert ex._policy.c is None and ex._policy.d is None and ex._policy.gpu_memory is None
+    assert ex.elastic is True and ex.dynamic is True
+
+
+def test_a_run_without_a_profile_completes(workload):
+    r = run_experiment("grid", workload, "fluid", seed=0, gpus=4, profile=False)
+    assert r.trials == 6 and r.makespan > 0 and not r.stalled
+
+
+def test_cli_no_profile(capsys):
+    assert main(["simulate", "--algorithm", "grid", "--workload", "synthetic", "--gpus", "4",
+                 "--seeds", "2", "--trials", "6", "--max-t", "5", "--alpha", "1.6",
+                 "--no-profile", "--json", "--no-progress"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {r["executor"] for r in data["results"]} >= {"tune", "fluid"}
+    assert data["speedup"]["fluid_vs_tune_makespan"] is not None
