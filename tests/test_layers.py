@@ -17,10 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FLUID = ROOT / "fluid"
-# Known exceptions, each with the change that removes it.
-KNOWN: set[tuple[str, str]] = {
-    ("fluid.sim.paper", "fluid.cli.simulate"),  # removed by the stats branch
-}
+# Known exceptions ``(module, import)``, each with a comment naming the change that removes it.
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _module_name(path: Path) -> str:
