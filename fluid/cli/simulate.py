@@ -10,6 +10,8 @@ Three modes:
   (its ``result.json`` files) under every executor.
 * ``fluid simulate --paper``: the shape of the paper's evaluation with our numbers beside the
   paper's, written into the ``## Simulator`` section of ``docs/benchmarks.md`` (``--out``).
+* ``fluid simulate --validate [--json]``: the simulator's ground truth against published
+  measurements (``fluid.sim.validate``; docs/simulator.md).
 
 Statistics: a speedup ``A_vs_B`` is, per seed, B's time over A's (time to target; keys ending
 in ``_makespan``: makespan). Over seeds it is the geometric mean of the per-seed ratios, with a
@@ -202,6 +204,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--gpus must be >= 1, got {args.gpus}")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.validate:
+        from fluid.sim.validate import render, validate
+
+        result = validate()
+        print(json.dumps(result) if args.json else render(result))
+        return 0
     if args.paper:
         path = write_paper(args.out, seeds=args.seeds, quick=args.quick,
                            progress_enabled=not args.no_progress)
@@ -277,5 +285,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="regenerate the Simulator section of docs/benchmarks.md")
     pap.add_argument("--out", default="docs/benchmarks.md", help="file of --paper")
     pap.add_argument("--quick", action="store_true", help="--paper with fewer runs")
+    p.add_argument("--validate", action="store_true",
+                   help="the simulator's truth against published measurements (with --json: one "
+                        "object)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)

@@ -64,10 +64,11 @@ class SimActors:
             if actor is None or actor.width is not None:
                 continue
             sim = self._sim[trial]
-            model = self._model(trial)
+            self._model(trial)  # known before placement: co-runners look it up
             width = None
             if actor.asked not in failed and (actor.asked <= 0 or self.cluster.pool.has_free()):
-                width = self.cluster.place(trial.trial_id, actor.pgf, model.memory_gb)
+                # Ray does not check GPU memory: an overfull GPU fails at start (_actor_started)
+                width = self.cluster.place(trial.trial_id, actor.pgf)
             if width is None:
                 failed.add(actor.asked)
                 still.append(trial)

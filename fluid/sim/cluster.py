@@ -10,10 +10,11 @@ Accounting, integrated exactly between changes:
 * **GPU-seconds**: time GPUs are *held* by some trial (a GPU shared by packed trials counts
   once), from placement to release, including start-up, restore and save time: what a user
   renting the GPUs pays for while the experiment uses them.
-* **utilisation**: the busy fraction of each GPU, ``min(1, sum_i u_i / (f_i * g_i))`` over the
-  trials computing on it: ``u_i`` is the share of the GPU's attainable throughput the trial
-  uses when alone, ``f_i = slowdown(w_i)`` its slowdown at its width and ``g_i`` its GPU count.
-  A trial starting, restoring or saving holds its GPUs but keeps them idle.
+* **utilisation**: the busy fraction of each GPU, ``min(1, sum_i b_i)`` over the trials
+  computing on it, ``b_i`` the share of time trial ``i`` has a kernel running on it (what
+  ``nvidia-smi`` reports, and what the paper's utilisation figures show), given by the ground
+  truth (``fluid.sim.truth``) for the trial's shape and co-runners. A trial starting,
+  restoring or saving holds its GPUs but keeps them idle.
 
 Example:
     >>> from fluid.sim.clock import SimClock
@@ -36,7 +37,6 @@ from collections.abc import Callable
 from ray.tune import PlacementGroupFactory
 
 from fluid.core import GpuPool
-from fluid.core.model import is_packed
 from fluid.core.shapes import width_of
 
 #: Most packed trials on one simulated GPU (Ray itself has no limit; Fluid's ``c`` decides).
@@ -159,8 +159,3 @@ class SimCluster:
         """``'3/8 GPUs held'``."""
         return f"{self._held}/{self.n} GPUs held"
 
-
-def per_gpu_busy(util: float, width: float, slow: float) -> float:
-    """Busy contribution to each of its GPUs of a trial using ``util`` of a GPU alone."""
-    gpus = 1.0 if is_packed(width) else max(1.0, round(width))
-    return util / (slow * gpus)

@@ -21,7 +21,8 @@ Events (all times from ``RestartCosts`` and the workload's ``TrialModel``):
 
 * actor started (``actor_start_s`` + ``gang_setup_s`` for gangs): ``on_trial_start``, status
   RUNNING, then restore from the latest checkpoint (``restore``) or train;
-* training result (one iteration of ``iteration_time * slowdown(width, alpha, beta)``, with
+* training result (one iteration of the ground truth's time at the trial's width, with the
+  trials sharing its GPU at the iteration's start (``fluid.sim.truth.iteration_time``), with
   seeded noise): ``_process_trial_result`` as in Tune (stopping criteria,
   ``scheduler.on_trial_result``, ``search_alg.on_trial_result``, ``trial.update_last_result``,
   decisions queued or cached while saving), then CONTINUE trains on, PAUSE saves and pauses,
@@ -33,8 +34,13 @@ An actor runs one task at a time (train, save, restore), like a Ray actor. A tri
 state (its learning-curve state and iteration) lives in its checkpoints, so a resize restores
 exactly what was saved and PBT's exploit copies the state of the trial it clones.
 
+A packed trial whose GPU's residents need more memory than the GPU has fails when its actor
+starts (CUDA out of memory: Ray does not check GPU memory for fractional GPUs): Tune's
+failure path (``scheduler.on_trial_error``, ``search_alg.on_trial_complete(error=True)``,
+status ERROR, no retries); ``RunStats.oom_errors`` counts them.
+
 Not reproduced: actor reuse (``reuse_actors`` must be False, as Fluid requires anyway),
-failures and retries (no trial fails in the simulation), buffered results, callbacks/loggers
+retries of failed trials, buffered results, callbacks/loggers
 (no files are written), the experiment checkpoint (``checkpoint`` is a no-op) and CPU limits.
 
 Example:
@@ -43,8 +49,8 @@ Example:
     >>> from fluid.sim.experiment import build_search
     >>> w = get_workload("synthetic", iter_time=1.0, spread=0.0, max_t=3, trials=4)
     >>> ctl = SimController(build_search("grid", w, seed=0, gpus=2), FIFOScheduler(), w, gpus=2)
-    >>> ctl.run().makespan  # 2 waves of (3 s actor start + 3 iterations of 1 s)
-    12.0
+    >>> ctl.run().makespan  # 2 waves of (5 s actor start + 3 iterations of 1 s)
+    16.0
 """
 
 from __future__ import annotations
@@ -74,18 +80,18 @@ from fluid.sim._state import (
     seeded,
 )
 from fluid.sim.clock import SimClock
-from fluid.sim.cluster import SimCluster, per_gpu_busy, pgf_width
-from fluid.sim.costs import MAX_MODELLED_GANG, RestartCosts, sim_slowdown
+from fluid.sim.cluster import SimCluster, pgf_width
+from fluid.sim.costs import RestartCosts
 from fluid.sim.outcome import RunStats, SimulationStalled
+from fluid.sim.profiling import exact_profile
+from fluid.sim.truth import fits_memory, iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
 
 __all__ = [
-    "MAX_MODELLED_GANG",
     "RestartCosts",
     "RunStats",
     "SimController",
     "SimulationStalled",
-    "sim_slowdown",
 ]
 
 
@@ -153,7 +159,9 @@ class SimController(TuneDecisions, SimActors):
         self._cached_decisions: dict[str, str] = {}
         self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
         self._heap: list[tuple[float, int, str, Trial, int]] = []
-        self._durations: dict[Trial, float] = {}
+        self._durations: dict[Trial, tuple[float, float]] = {}  # (seconds, one-GPU seconds)
+        self._models_by_id: dict[str, TrialModel] = {}
+        self._oom_errors = 0
         self._placement_dirty = False
         self.results: list[tuple[float, str, dict]] | None = [] if record_results else None
         self._seq = 0
@@ -245,7 +253,8 @@ class SimController(TuneDecisions, SimActors):
             s = self._sim[trial]
             m = s.model or self.workload.trial_model(trial.config)
             mean = s.work_time / s.iteration if s.iteration else m.iteration_time
-            work.append((s.iteration, mean, m.alpha, m.beta, s.reached))
+            prof = exact_profile(m)
+            work.append((s.iteration, mean, prof.alpha, prof.beta, s.reached))
         return RunStats(
             makespan=now,
             time_to_target=self._time_to_target,
@@ -259,6 +268,7 @@ class SimController(TuneDecisions, SimActors):
             work=work,
             spans={t.trial_id: (self._sim[t].first_start, self._sim[t].end) for t in self._trials},
             best_curve=list(self._best_curve),
+            oom_errors=self._oom_errors,
         )
 
     # ------------------------------------------------------------------ trials
@@ -322,7 +332,28 @@ class SimController(TuneDecisions, SimActors):
             sim.model = self.workload.trial_model(trial.config)
             sim.curve = self.workload.curve(trial.config)
             sim.config_key = copy.deepcopy(trial.config)
+            self._models_by_id[trial.trial_id] = sim.model
         return sim.model
+
+    def _peers(self, trial: Trial) -> list[TrialModel]:
+        """Models of the other trials on the trial's GPU (packed trials only)."""
+        ids = self.cluster.pool.neighbours(trial.trial_id)
+        return [self._models_by_id[t] for t in ids if t in self._models_by_id]
+
+    def _out_of_memory(self, trial: Trial) -> bool:
+        width = self._actors[trial].width
+        if width is None or width >= 1:
+            return False
+        memories = [m.memory_gb for m in (self._model(trial), *self._peers(trial))]
+        return not fits_memory(memories, self.cluster.pool.memory)
+
+    def _trial_failed(self, trial: Trial, message: str) -> None:
+        """``TuneController._process_trial_failure`` without retries."""
+        self._scheduler_alg.on_trial_error(self, trial)
+        self._search_alg.on_trial_complete(trial.trial_id, error=True)
+        self._schedule_trial_stop(trial, exception=RuntimeError(message))
+        self._live_trials.pop(trial, None)
+        self._sim[trial].end = self.clock()
 
     # ------------------------------------------------------------------ events
     def _handle(self, kind: str, trial: Trial, token: int) -> None:
@@ -344,6 +375,10 @@ class SimController(TuneDecisions, SimActors):
         actor.busy_until = self.clock()
         self._staged.pop(trial, None)
         self._set_trial_status(trial, Trial.RUNNING)
+        if self._out_of_memory(trial):
+            self._oom_errors += 1
+            self._trial_failed(trial, "CUDA out of memory: packed trials exceed the GPU's memory")
+            return
         if not self._schedule_trial_restore(trial):
             sim = self._sim[trial]
             sim.state, sim.iteration, sim.train_time, sim.work_time = None, 0, 0.0, 0.0
@@ -373,13 +408,14 @@ class SimController(TuneDecisions, SimActors):
         sim, actor = self._sim[trial], self._actors[trial]
         model = self._model(trial)
         width = actor.width or 1.0
-        slow = sim_slowdown(width, model.alpha, model.beta)
+        peers = [m.truth for m in self._peers(trial)] if width < 1 else []
+        timing = iteration_time(model.truth, width, peers)
         noise = 1.0
         if self.time_noise > 0:
             noise = float(np.exp(sim.rng.normal(0.0, self.time_noise)))
-        duration = model.iteration_time * slow * noise
-        self._durations[trial] = duration
-        self.cluster.set_active(trial.trial_id, per_gpu_busy(model.gpu_share, width, slow))
+        duration = timing.seconds * noise
+        self._durations[trial] = (duration, model.iteration_time * noise)
+        self.cluster.set_active(trial.trial_id, timing.busy)
         if sim.first_start is None:
             sim.first_start = max(self.clock(), actor.busy_until)
         self._push(self._task_at(trial, duration), RESULT, trial, actor.token)
@@ -393,10 +429,9 @@ class SimController(TuneDecisions, SimActors):
             sim.state = curve.initial
         sim.state = curve.step(sim.state)
         sim.iteration += 1
-        slow = sim_slowdown(width, model.alpha, model.beta)
-        dt = self._durations.pop(trial, model.iteration_time * slow)
+        dt, solo = self._durations.pop(trial)
         sim.train_time += dt
-        sim.work_time += dt / slow
+        sim.work_time += solo
         value = curve.value(sim.state)
         if curve.noise:
             value *= 1.0 + float(sim.rng.normal(0.0, curve.noise))

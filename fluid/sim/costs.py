@@ -1,22 +1,12 @@
-"""What a simulated trial pays besides training: restart costs, and the gang slowdown cap."""
+"""What a simulated trial pays besides training: (re)starts, saves and restores."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from fluid.core import slowdown
 from fluid.core.model import is_packed
 from fluid.sim.workloads.base import TrialModel
-
-#: ``beta`` is fitted on gangs of 1..8 workers (``workloads/perf.py``); a wider gang runs as
-#: fast as one of 8 (the exponential model would make it astronomically slow).
-MAX_MODELLED_GANG = 8
-
-
-def sim_slowdown(width: float, alpha: float, beta: float) -> float:
-    """``fluid.core.slowdown`` of a trial at ``width``, gangs past ``MAX_MODELLED_GANG`` capped."""
-    return slowdown(min(width, MAX_MODELLED_GANG), alpha, beta)
 
 
 @dataclass(frozen=True)
@@ -25,14 +15,15 @@ class RestartCosts:
 
     Attributes:
         actor_start_s: a new Ray actor: process start, ``import torch``, CUDA context,
-            dataset loaders (2-5 s measured for the experiment trainables on a warm node).
+            dataset loaders (2-5 s measured for the experiment trainables on a warm node;
+            5 s, the upper end, calibrated on the paper's Table 2: docs/simulator.md).
         gang_setup_s: extra for a gang: worker actors and the ``torch.distributed`` rendezvous.
         save_fixed_s: Tune's save round trip besides writing the checkpoint.
         restore_fixed_s: Tune's restore round trip besides reading it.
         storage_gbps: checkpoint write/read bandwidth in GB/s (local NVMe or a shared FS).
     """
 
-    actor_start_s: float = 3.0
+    actor_start_s: float = 5.0
     gang_setup_s: float = 1.0
     save_fixed_s: float = 0.2
     restore_fixed_s: float = 0.2

@@ -41,7 +41,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 from ray.tune.experiment import Experiment, Trial
 from ray.tune.registry import register_trainable
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
@@ -55,6 +54,7 @@ from fluid.core.model import allowed_widths
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster
 from fluid.sim.controller import RestartCosts, RunStats, SimController, SimulationStalled
+from fluid.sim.profiling import profile_workload
 from fluid.sim.stats import geomean, summarize
 from fluid.sim.workloads.base import Workload
 
@@ -267,22 +267,9 @@ def build_scheduler(algorithm: str, workload: Workload, adapted: bool) -> TrialS
 
 
 def profiled_overheads(workload: Workload, seed: int = 0, n: int = 16) -> tuple[float, float]:
-    """Median ``alpha`` and ``beta`` over ``n`` configs of the space: what profiling finds."""
-    rng = np.random.default_rng(seed)
-    alphas, betas = [], []
-    configs = workload.configs
-    for i in range(n if configs is None else len(configs)):
-        if configs is not None:
-            cfg = configs[i]
-        else:
-            cfg = {}
-            for k, v in workload.space.items():
-                x = v.sample(random_state=int(rng.integers(2**31))) if hasattr(v, "sample") else v
-                cfg[k] = x.item() if hasattr(x, "item") else x
-        m = workload.trial_model(cfg)
-        alphas.append(m.alpha)
-        betas.append(m.beta)
-    return statistics.median(alphas), statistics.median(betas)
+    """Median ``alpha`` and ``beta`` over ``n`` configs of the space: what a simulated
+    ``fluid profile`` finds (``fluid.sim.profiling``: noisy measurements of the truth)."""
+    return profile_workload(workload, seed, n)
 
 
 def build_executor(

@@ -21,7 +21,8 @@ class RunStats:
         restarts: actor starts beyond each trial's first.
         steps: controller steps.
         work: per trial, ``(iterations trained, mean one-GPU iteration time, alpha, beta,
-            iteration at which it met the target or None)``.
+            iteration at which it met the target or None)``; ``alpha``, ``beta`` from a
+            noise-free simulated profile (``fluid.sim.profiling``).
         spans: per trial id, ``(first start of training, end)`` in simulated seconds.
         best_curve: ``[(time, best so far)]`` at every improvement.
     """
@@ -38,6 +39,7 @@ class RunStats:
     work: list[tuple[int, float, float, float, int | None]] = field(default_factory=list)
     spans: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     best_curve: list[tuple[float, float]] = field(default_factory=list)
+    oom_errors: int = 0
 
 
 class SimulationStalled(RuntimeError):

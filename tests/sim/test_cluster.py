@@ -6,7 +6,6 @@ import pytest
 from ray.tune import PlacementGroupFactory
 
 from fluid.sim import SimClock, SimCluster
-from fluid.sim.cluster import per_gpu_busy
 
 
 def _pgf(gpu, bundles=1):
@@ -32,16 +31,3 @@ def test_shapes_fill_gpus_and_accounting_integrates():
     assert c.gpu_seconds == pytest.approx(3 * 10 + 1 * 10)
     assert c.busy_gpu_seconds == pytest.approx((1.0 + 2 * 0.5) * 10 + 1.0 * 10)
     assert c.place("x", _pgf(1)) == 1.0
-
-
-def test_per_gpu_busy():
-    assert per_gpu_busy(0.5, 0.5, 1.2) == pytest.approx(0.5 / 1.2)
-    assert per_gpu_busy(0.5, 4.0, 0.3) == pytest.approx(0.5 / (0.3 * 4))
-
-
-def test_gangs_past_the_fitted_range_do_not_explode():
-    from fluid.core import slowdown
-    from fluid.sim.controller import MAX_MODELLED_GANG, sim_slowdown
-
-    assert sim_slowdown(4, 1.2, 1.1) == slowdown(4, 1.2, 1.1)
-    assert sim_slowdown(500, 1.2, 1.1) == slowdown(MAX_MODELLED_GANG, 1.2, 1.1)

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from fluid.sim.profiling import profile_config
 from fluid.sim.workloads import GPUS, Hardware, PerfParams, get_workload
 from fluid.sim.workloads.curves import Curve, luck
-from fluid.sim.workloads.perf import packing_alpha, scaling_beta, step_time
 from fluid.sim.workloads.profile import ARCH_KEYS, TABLE, arch_key, profile
 from fluid.sim.workloads.spaces import TASK_SPACES
 
@@ -47,31 +47,16 @@ def test_iteration_time_follows_flops_and_the_gpu():
     cfg = dict(cifar_mod.DEFAULTS)
     rtx = get_workload("cifar10").trial_model(cfg)
     h100 = get_workload("cifar10", Hardware.preset("h100")).trial_model(cfg)
-    small = get_workload("cifar10").trial_model({**cfg, "num_filters": 32})
+    small = get_workload("cifar10").trial_model({**cfg, "num_filters": 32, "batch_size": 32})
     assert h100.iteration_time < rtx.iteration_time
-    assert small.iteration_time < rtx.iteration_time
-    assert rtx.alpha > 1 and rtx.beta > 1
-    # A trial that uses less of the GPU packs better.
-    assert small.gpu_share < rtx.gpu_share and small.alpha < rtx.alpha
-    # NVLink scales a gang far better than 10 GbE.
-    assert h100.beta < rtx.beta
     assert 0.5 < rtx.memory_gb < GPUS["rtx6000"].memory_gb
-
-
-def test_perf_model_pieces():
-    p = PerfParams()
-    gpu = GPUS["rtx6000"]
-    assert step_time(2e11, gpu, p) > step_time(1e11, gpu, p)
-    assert packing_alpha(0.2, p) < packing_alpha(0.5, p) < packing_alpha(1.0, p)
-    # A trial that saturates the GPU gains nothing from packing: T^p = p T^1, fitted by
-    # alpha^(p-1) over p = 1..4.
-    assert 1.5 < packing_alpha(1.0, PerfParams(mps_overhead=0.0)) < 2.0
-    assert packing_alpha(0.2, PerfParams(mps_overhead=0.0)) == pytest.approx(1.0)
-    from fluid.sim.workloads.gpus import INTERCONNECTS
-
-    slow = scaling_beta(50_000, 128, 0.02, 10_000_000, INTERCONNECTS["10gbe"], p)
-    fast = scaling_beta(50_000, 128, 0.02, 10_000_000, INTERCONNECTS["nvlink3"], p)
-    assert fast < slow and fast == pytest.approx(1.0, abs=0.01)
+    # What a profile measures of the truth: a trial that uses less of the GPU packs better,
+    # and NVLink scales a gang far better than 10 GbE.
+    p_rtx, p_small, p_h100 = (profile_config(m, noise=0.0) for m in (rtx, small, h100))
+    assert small.gpu_share < rtx.gpu_share and p_small.alpha < p_rtx.alpha
+    assert p_rtx.alpha > 1 and p_rtx.beta > 1
+    assert p_h100.beta < p_rtx.beta
+    assert PerfParams().sharing == "mps"
 
 
 @pytest.mark.parametrize("name", ["cifar10", "wlm", "dcgan"])

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from fluid.sim.truth import PerfParams
 from fluid.sim.workloads.base import Hardware, TrialModel, Workload
 from fluid.sim.workloads.cifar10 import cifar10
 from fluid.sim.workloads.curves import Curve
 from fluid.sim.workloads.dcgan import dcgan
 from fluid.sim.workloads.gpus import GPUS, INTERCONNECTS, GpuSpec, Interconnect
-from fluid.sim.workloads.perf import PerfParams
 from fluid.sim.workloads.synthetic import synthetic
 from fluid.sim.workloads.wlm import wlm
 

@@ -9,14 +9,15 @@ A ``Workload`` answers, for any config of its search space:
 plus its metric, mode, target, search space, a grid for grid search and the full budget
 ``max_t`` in iterations.
 
-``TaskWorkload`` derives the trial model of the paper's three tasks from the FLOPs, parameters
-and activations counted on their real modules (``profile.py``) and a GPU preset (``perf.py``).
+``task_trial_model`` derives the trial model of the paper's three tasks from the FLOPs,
+parameters and activations counted on their real modules (``profile.py``) and a GPU preset:
+its ``work`` is what the ground truth (``fluid.sim.truth``) runs.
 
 Example:
     >>> from fluid.sim.workloads import get_workload
     >>> w = get_workload("cifar10")
     >>> m = w.trial_model(w.default_config)
-    >>> 5 < m.iteration_time < 60 and m.alpha > 1 and m.beta > 1
+    >>> 5 < m.iteration_time < 60 and m.work is not None
     True
 """
 
@@ -27,16 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluid.sim.truth import DeclaredLaw, PerfParams, Work, memory_gb, solo_step
 from fluid.sim.workloads.curves import Curve
 from fluid.sim.workloads.gpus import GPUS, INTERCONNECTS, GpuSpec, Interconnect
-from fluid.sim.workloads.perf import (
-    PerfParams,
-    gpu_share,
-    memory_gb,
-    packing_alpha,
-    scaling_beta,
-    step_time,
-)
 from fluid.sim.workloads.profile import ModelProfile, arch_key, profile
 
 
@@ -46,11 +40,13 @@ class TrialModel:
 
     Attributes:
         iteration_time: seconds per iteration on one GPU, alone.
-        alpha: packing overhead (``fluid.core.model``).
-        beta: scaling overhead.
+        alpha: declared packing overhead (synthetic and replayed workloads only: their truth
+            is a ``DeclaredLaw``); unused when ``work`` is set.
+        beta: declared scaling overhead (as ``alpha``).
         memory_gb: peak GPU memory of one replica.
-        gpu_share: share of the GPU's attainable throughput it uses alone (utilisation).
+        gpu_share: share of time a kernel runs when it is alone on a GPU (utilisation).
         checkpoint_gb: size of a checkpoint (weights + optimizer state).
+        work: what an iteration does on the hardware (the mechanistic truth), or ``None``.
     """
 
     iteration_time: float
@@ -59,6 +55,13 @@ class TrialModel:
     memory_gb: float = 1.0
     gpu_share: float = 1.0
     checkpoint_gb: float = 0.1
+    work: Work | None = None
+
+    @property
+    def truth(self) -> Work | DeclaredLaw:
+        """What ``fluid.sim.truth.iteration_time`` runs for this config."""
+        return self.work if self.work is not None else DeclaredLaw(
+            self.iteration_time, self.alpha, self.beta)
 
 
 @dataclass
@@ -140,24 +143,24 @@ def task_trial_model(
     tokens_per_sample: int = 1,
     defaults: Mapping[str, Any] | None = None,
 ) -> TrialModel:
-    """The trial model of one config of a real task on ``hw`` (see ``perf.py``).
+    """The trial model of one config of a real task on ``hw`` (``fluid.sim.truth``).
 
     ``tokens_per_sample``: the word language model is profiled per token; a sample is a
     ``bptt``-token window.
     """
     prof: ModelProfile = profile(task, config, defaults)
     flops_step = prof.flops_per_sample * tokens_per_sample * batch_size
-    t_step = step_time(flops_step, hw.gpu, hw.perf)
-    steps = math.ceil(samples_per_iteration / batch_size)
-    u = gpu_share(flops_step, hw.gpu, hw.perf)
+    step = solo_step(flops_step, hw.gpu.fp32_tflops * 1e12, hw.perf)
+    memory = memory_gb(prof.params, optimizer_slots,
+                       prof.activations_per_sample * tokens_per_sample, batch_size, hw.perf)
+    work = Work(samples_per_iteration, batch_size, step, 4.0 * prof.params,
+                hw.link.gbytes_per_s * 1e9, hw.link.latency_s, memory, hw.perf)
     return TrialModel(
-        iteration_time=steps * t_step,
-        alpha=packing_alpha(u, hw.perf),
-        beta=scaling_beta(samples_per_iteration, batch_size, t_step, prof.params, hw.link, hw.perf),
-        memory_gb=memory_gb(prof.params, optimizer_slots,
-                            prof.activations_per_sample * tokens_per_sample, batch_size, hw.perf),
-        gpu_share=u,
+        iteration_time=math.ceil(samples_per_iteration / batch_size) * step.seconds,
+        memory_gb=memory,
+        gpu_share=step.duty,
         checkpoint_gb=4.0 * prof.params * (1 + optimizer_slots) / 1e9,
+        work=work,
     )
 
 

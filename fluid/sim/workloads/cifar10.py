@@ -4,7 +4,7 @@
 * One iteration: one epoch, 50,000 images in batches of ``batch_size``.
 * Trial model: FLOPs, parameters and activations counted on the real ``AlexNetCIFAR`` for the
   config's ``num_filters``, ``kernel_size``, ``dense_width`` (``profile.py``); SGD with momentum
-  (one optimizer slot); times, ``alpha``, ``beta``, memory from ``perf.py``.
+  (one optimizer slot); times and memory from the ground truth (``fluid.sim.truth``).
 * Learning curve (synthetic surrogate, ``curves.py``), val_accuracy from 0.10 (chance):
   best asymptote ``0.905 + 0.012 * log3(num_filters/32) + 0.006 [kernel 5]
   + 0.002 * log2(dense_width/256)`` (bigger AlexNets do better, up to 0.929); penalties

@@ -4,7 +4,8 @@
   ``lr_d``; the networks are fixed: nz 100, ngf 64, ndf 64, batch 64).
 * One iteration: one epoch over the 60,000 training images.
 * Trial model: FLOPs (generator + discriminator steps), parameters and activations counted on
-  the real modules (``profile.py``); two Adam optimizers (two slots); ``perf.py`` for the rest.
+  the real modules (``profile.py``); two Adam optimizers (two slots); the ground truth
+  (``fluid.sim.truth``) for the rest.
 * Learning curve (synthetic surrogate, ``curves.py``), inception score from 1.0:
   best asymptote 6.5, minus ``decades(lr_g/2e-4)^2 + decades(lr_d/2e-4)^2
   + 0.3 (decades(lr_g/2e-4) - decades(lr_d/2e-4))^2`` (the usual 2e-4 of Radford et al. 2016,

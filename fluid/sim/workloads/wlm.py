@@ -5,7 +5,7 @@
   ``batch_size`` windows.
 * Trial model: FLOPs, parameters and activations counted per token on the real RNN LM for the
   config's ``cell``, ``emsize``, ``nhid``, ``nlayers``, ``tied`` (``profile.py``); plain SGD
-  (no optimizer slot); times, ``alpha``, ``beta``, memory from ``perf.py``.
+  (no optimizer slot); times and memory from the ground truth (``fluid.sim.truth``).
 * Learning curve (synthetic surrogate on log perplexity, ``curves.py``), from 1000:
   best asymptote 95 (a 2x650 LSTM on WikiText-2 reaches ~90-100), times ``exp`` of:
   cell LSTM 0, GRU 0.08, RNN_TANH 0.45, RNN_RELU 0.55; nhid 650/512/256/128: 0/0.03/0.12/0.25;

@@ -1,0 +1,97 @@
+"""A simulated ``fluid profile``: measure the ground truth, then fit as the real profiler does.
+
+The real profiler (``fluid.tune.profiler``) runs a trial a few iterations alone, packed 2..4 to
+a GPU and in gangs of 2..4 GPUs, and fits ``alpha``, ``beta``, ``c``, ``d`` from the measured
+per-iteration times (``fluid.core.overheads``). Here the measurements come from the truth
+(``fluid.sim.truth.iteration_time``: ``p`` copies of the config on one GPU, or a gang of ``w``)
+with multiplicative log-normal noise of ``noise`` (a few timed iterations), and the fitting is
+the same code. This module is the only bridge between the truth and the policy's model: the
+policy sees these fitted numbers, never the truth.
+
+Example:
+    >>> from fluid.sim.workloads import get_workload
+    >>> w = get_workload("cifar10")
+    >>> prof = profile_config(w.trial_model(w.default_config), noise=0.0)
+    >>> prof.alpha >= 1.0 and prof.beta >= 1.0 and sorted(prof.pack_times) == [1, 2, 3, 4]
+    True
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from fluid.core import fit_alpha, fit_beta
+from fluid.core.overheads import packing_limit, scaling_limit
+from fluid.sim.truth import iteration_time
+from fluid.sim.workloads.base import TrialModel, Workload
+
+#: Packing degrees and gang sizes the profiler runs (as ``fluid profile``).
+MAX_PACK = 4
+MAX_GANG = 4
+
+
+@dataclass(frozen=True)
+class SimProfile:
+    """What a simulated ``fluid profile`` of one config reports.
+
+    Attributes:
+        alpha, c: packing overhead and most trials worth packing on a GPU.
+        beta, d: scaling overhead and most GPUs worth giving the trial.
+        pack_times: ``{p: avg(T^p)}`` measured seconds per iteration, ``p`` copies per GPU.
+        gang_times: ``{w: T_w}`` measured seconds per iteration on ``w`` GPUs.
+    """
+
+    alpha: float
+    c: int
+    beta: float
+    d: int
+    pack_times: dict[int, float] = field(default_factory=dict)
+    gang_times: dict[int, float] = field(default_factory=dict)
+
+
+def profile_config(model: TrialModel, noise: float = 0.02,
+                   rng: np.random.Generator | None = None) -> SimProfile:
+    """Measure ``model``'s truth at 1..MAX_PACK per GPU and 1..MAX_GANG GPUs, then fit."""
+    if noise < 0:
+        raise ValueError(f"noise must be >= 0, got {noise}")
+    rng = rng or np.random.default_rng(0)
+    truth = model.truth
+
+    def measured(t: float) -> float:
+        return t * float(np.exp(rng.normal(0.0, noise))) if noise > 0 else t
+
+    pack = {p: measured(iteration_time(truth, 1.0 / p, (truth,) * (p - 1)).seconds)
+            for p in range(1, MAX_PACK + 1)}
+    gang = {w: measured(iteration_time(truth, float(w)).seconds) for w in range(1, MAX_GANG + 1)}
+    return SimProfile(fit_alpha(pack), packing_limit(pack), fit_beta(gang), scaling_limit(gang),
+                      pack, gang)
+
+
+@lru_cache(maxsize=8192)
+def exact_profile(model: TrialModel) -> SimProfile:
+    """``profile_config`` without noise (cached): what the lower bound plans with."""
+    return profile_config(model, noise=0.0)
+
+
+def _sample(space: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    cfg = {}
+    for k, v in space.items():
+        x = v.sample(random_state=int(rng.integers(2**31))) if hasattr(v, "sample") else v
+        cfg[k] = x.item() if hasattr(x, "item") else x
+    return cfg
+
+
+def profile_workload(workload: Workload, seed: int = 0, n: int = 16,
+                     noise: float = 0.02) -> tuple[float, float]:
+    """Median ``alpha`` and ``beta`` of simulated profiles of ``n`` configs of the space
+    (every config of a fixed list): what a user who ran ``fluid profile`` would pass on."""
+    rng = np.random.default_rng(seed)
+    configs = workload.configs or [_sample(workload.space, rng) for _ in range(n)]
+    profs = [profile_config(workload.trial_model(c), noise, rng) for c in configs]
+    return statistics.median(p.alpha for p in profs), statistics.median(p.beta for p in profs)
