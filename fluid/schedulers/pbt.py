@@ -16,19 +16,22 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
     """Ray's ``PopulationBasedTraining`` with the population as one TrialGroup.
 
     A trial's budget is its next perturbation: ``last_perturbation_time`` plus the
-    perturbation interval (with ``time_attr="training_iteration"``).
+    perturbation interval, in PBT's ``time_attr`` (fractional intervals included).
     """
 
-    def _until(self, trial: Trial) -> int:
+    def _declare(self, trial: Trial, result: dict | None = None) -> None:
         state = self._trial_state[trial]
-        return int(state.last_perturbation_time + self._perturbation_interval)
+        self.new_trial_group(
+            [trial], state.last_perturbation_time + self._perturbation_interval, GROUP,
+            time_attr=self._time_attr, progress={trial.trial_id: result} if result else None,
+        )
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)
-        self.new_trial_group([trial], self._until(trial), GROUP)
+        self._declare(trial)
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         action = super().on_trial_result(tune_controller, trial, result)
         if trial in self._trial_state:
-            self.new_trial_group([trial], self._until(trial), GROUP)
+            self._declare(trial, result)
         return action
