@@ -1,8 +1,8 @@
 """The simulated controller's bookkeeping: a trial's fake actor, its simulated training state,
 the save future PBT sees, and the seeding of one run.
 
-The one Ray-private import of the simulator lives here: ``_FutureTrainingResult`` and
-``_TrainingResult`` are what ``Trial.on_checkpoint`` and PBT's exploit take from a save.
+``_FutureTrainingResult`` and ``_TrainingResult`` (Ray-private, reached through
+``fluid.tune._ray_compat``) are what ``Trial.on_checkpoint`` and PBT's exploit take from a save.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from ray.train._internal.session import _FutureTrainingResult, _TrainingResult
 
 from fluid.sim.workloads.base import TrialModel
+from fluid.tune._ray_compat import _FutureTrainingResult, _TrainingResult
 
 #: Kinds of events on the simulated clock.
 START, RESULT, SAVED, RESTORED = "start", "result", "saved", "restored"
