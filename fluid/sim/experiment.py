@@ -305,7 +305,9 @@ def build_executor(
     if executor in ("fluid", "fluid_static"):
         from fluid.tune import FluidExecutor
 
-        options: dict[str, Any] = {"elastic": True, "dynamic": executor == "fluid"}
+        # The simulated trials ask for one GPU each (plain Tune's set-up): Fluid sizes them.
+        options: dict[str, Any] = {"elastic": True, "dynamic": executor == "fluid",
+                                   "resize_requests": True, "verbose": False}
         if profile:
             alpha, beta = profiled_overheads(workload)
             options.update(alpha=alpha, beta=beta, cpus_per_trial=1.0, cpus_per_worker=1.0,
