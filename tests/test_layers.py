@@ -108,13 +108,6 @@ def test_known_exceptions_are_still_needed() -> None:
         assert imp in imports_of(MODULES[name]), f"{name} no longer imports {imp}: drop it"
 
 
-# Ray-private imports outside fluid.tune._ray_compat that are known, each with its fix.
-KNOWN_RAY_PRIVATE: set[tuple[str, str]] = {
-    # registering the simulator's trainable once: to move into fluid.tune._ray_compat
-    ("fluid.sim.experiment", "ray.tune.registry._global_registry"),
-}
-
-
 def _ray_private_imports(path: Path) -> set[str]:
     out = set()
     for imp in imports_of(path):
@@ -131,8 +124,5 @@ def test_ray_private_access_lives_in_ray_compat() -> None:
         for name, path in MODULES.items()
         if name != "fluid.tune._ray_compat"
         for imp in _ray_private_imports(path)
-        if (name, imp) not in KNOWN_RAY_PRIVATE
     )
     assert bad == []
-    for name, imp in KNOWN_RAY_PRIVATE:
-        assert imp in _ray_private_imports(MODULES[name]), f"{name}: {imp} is gone, drop it"

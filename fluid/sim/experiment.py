@@ -72,7 +72,9 @@ class _SimTrainable(Trainable):
 
 def ensure_trainable() -> None:
     """Register the simulated trainable (again: ``ray.shutdown`` empties Tune's registry)."""
-    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+    from ray.tune.registry import TRAINABLE_CLASS
+
+    from fluid.tune._ray_compat import _global_registry
 
     if not _global_registry.contains(TRAINABLE_CLASS, TRAINABLE):
         register_trainable(TRAINABLE, _SimTrainable)
