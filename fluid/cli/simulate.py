@@ -49,9 +49,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fluid.algorithms import ALGORITHMS
 from fluid.cli import print_json
 
-ALGORITHMS = ("grid", "random", "hyperband", "syncbohb", "bohb", "asha", "pbt", "hyperopt")
 WORKLOADS = ("cifar10", "wlm", "dcgan", "synthetic")
 
 
