@@ -13,8 +13,9 @@ storage on every restart, append it to a file that already holds it.
 from both copies of the result files (the driver's and the one in storage, which Tune restores
 from later) every row of an iteration after the one the trial restarts from (its own
 checkpoint's; all rows when it restarts from scratch; none when it restarts from another
-trial's checkpoint, as after PBT's exploit). The re-run then reports those iterations once. Rows Tune cannot parse (a line torn by a killed driver) are
-kept. TensorBoard event files are not trimmed.
+trial's checkpoint, as after PBT's exploit). The re-run then reports those iterations once.
+Rows Tune cannot parse (a line torn by a killed driver) are kept. TensorBoard event files are
+not trimmed.
 """
 
 from __future__ import annotations
