@@ -69,7 +69,6 @@ from typing import Any
 
 import numpy as np
 from ray.train import Checkpoint
-from ray.train._internal.session import _FutureTrainingResult, _TrainingResult
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter, SearchAlgorithm
@@ -81,6 +80,7 @@ from fluid.sim.cluster import SimCluster, pgf_width
 from fluid.sim.profiling import exact_profile
 from fluid.sim.truth import fits_memory, iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
+from fluid.tune._ray_compat import _FutureTrainingResult, _TrainingResult
 
 _START, _RESULT, _SAVED, _RESTORED = "start", "result", "saved", "restored"
 

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ray.train._internal.storage import StorageContext
 from ray.tune import PlacementGroupFactory
 from ray.tune.experiment import Trial
 from ray.tune.search import SearchAlgorithm
 
 from fluid.sim.experiment import TRAINABLE, Comparison, compare
 from fluid.sim.workloads.base import TrialModel, Workload
+from fluid.tune._ray_compat import StorageContext
 
 #: Overheads assumed when the results do not say (a mid-sized CNN on one GPU, 10 GbE).
 DEFAULT_ALPHA = 1.3

@@ -29,14 +29,14 @@ def test_with_a_profile_fluid_gets_the_profiled_overheads(workload):
     ex = _executor(workload, profile=True)
     alpha, beta = profiled_overheads(workload)
     assert (ex.alpha, ex.beta) == (alpha, beta) and alpha > 1 and beta > 1
-    assert ex._policy.gpu_memory == 24.0
+    assert ex.policy.gpu_memory == 24.0
 
 
 def test_without_a_profile_fluid_starts_from_its_defaults(workload):
     ex = _executor(workload, profile=False)
     assert (ex.alpha, ex.beta) == (1.0, 1.0)
-    assert ex._policy.c is None and ex._policy.d is None and ex._policy.gpu_memory is None
-    assert ex.elastic is True and ex.dynamic is True
+    assert ex.policy.c is None and ex.policy.d is None and ex.policy.gpu_memory is None
+    assert ex.options.elastic is True and ex.options.dynamic is True
 
 
 def test_a_run_without_a_profile_completes(workload):

@@ -10,6 +10,7 @@ from ray.tune import RunConfig, TuneConfig, Tuner
 
 from fluid import FluidConfigError, FluidExecutor, tune
 from fluid.schedulers import ASHAScheduler
+from fluid.tune._records import Phase
 from tests.tune.trainables import modeled, plain
 
 ITERS = 5
@@ -123,9 +124,9 @@ def test_trial_process_killed_mid_run(ray4, tmp_path):
         time.sleep(1)
         # A trial running at its planned shape (not about to be resized into a new process),
         # whose process reported at least twice and is alive.
-        for rec in list(ex._records.values()):
+        for rec in list(ex.records.values()):
             pid = rec.trial.last_result.get("pid")
-            if (rec.phase == "running" and rec.width == rec.actual
+            if (rec.phase is Phase.RUNNING and rec.width == rec.actual
                     and rec.trial.last_result.get("it", 0) >= 2 and pid and _alive(pid)):
                 victim = pid
                 break

@@ -1,0 +1,130 @@
+"""What FluidExecutor does to Tune: hold a trial, release it with a placement group shape, and
+the two objects it installs at the first trial (the ``fluid_shape`` callback and the limit on a
+model-based searcher's trials in flight).
+
+A resize is a PAUSE decision (``FluidExecutor.on_trial_result``) followed by a release at the
+new width: Tune saves and stops the trial, then restores it in the new placement group.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ray.tune.callback import Callback
+from ray.tune.experiment import Trial
+
+from fluid.core import GpuPool
+from fluid.tune import _ray_compat as compat
+from fluid.tune._records import Phase, TrialBook, TrialRecord
+from fluid.tune._shapes import describe, shape_for
+
+logger = logging.getLogger("fluid")
+
+
+def hold(tc: Any, trial: Trial, requeued: bool) -> None:
+    """Keep a pending trial PAUSED in Tune, so the controller never starts it on its own.
+
+    ``requeued``: Tune re-added the trial after a failure and already filed it as PENDING.
+    """
+    if trial.status != Trial.PENDING:
+        return
+    if requeued:  # the controller already filed it as PENDING: move it properly
+        compat.set_trial_status(compat.controller_of(tc), trial, Trial.PAUSED)
+    else:  # the controller files a new trial by the status it has after this hook
+        trial.set_status(Trial.PAUSED)
+
+
+def release(rec: TrialRecord, tc: Any, pool: GpuPool, clock: Callable[[], float],
+            cpus_per_trial: float | None, cpus_per_worker: float) -> Trial:
+    """Give a held or resizing trial the placement group of its planned width ``w``.
+
+    ``cpus_per_trial`` ``None`` keeps the CPUs the trial first asked for.
+    """
+    assert rec.width is not None
+    cpus = rec.cpus if cpus_per_trial is None else cpus_per_trial
+    if rec.trial.checkpoint is not None:
+        _sync_experiment(tc)
+    rec.trial.update_resources(shape_for(rec.width, cpus, cpus_per_worker))
+    rec.actual = rec.width
+    rec.fresh_start = True
+    rec.shapes.append((clock(), rec.width, pool.where(rec.trial_id)))
+    if rec.phase is not Phase.RESIZING:
+        rec.phase = Phase.RUNNING
+    rec.base_status = Trial.RUNNING
+    logger.info("Fluid: starting %s on %s", rec.trial, describe(rec.width))
+    return rec.trial
+
+
+def _sync_experiment(tc: Any) -> None:
+    """Snapshot the experiment and wait until storage has it, before a trial restarts.
+
+    On restart Tune's loggers replace the driver's result files with the copy in storage
+    (``LoggerCallback._restore_from_remote``), which is only synced periodically: results
+    reported since the last sync would vanish from ``result.json``. Every Fluid resize is such
+    a restart. A full snapshot (not just the result files) keeps the stored results and the
+    stored trial checkpoints consistent, so a driver crash right after cannot re-report them.
+    """
+    try:
+        compat.snapshot_experiment(compat.controller_of(tc))
+    except Exception as e:  # the periodic sync still runs; say what may be stale
+        logger.warning("Fluid: experiment snapshot before a restart failed: %s", e)
+
+
+def install_shape_column(controller: Any, book: TrialBook, mps: Any) -> None:
+    """Add each iteration's shape to its result, so progress tables and logs show it."""
+    callbacks = compat.callback_list(controller)
+    if callbacks is not None:
+        callbacks.insert(0, ShapeColumn(book, mps))  # before the loggers write the result
+    elif mps is not None:
+        logger.warning("Fluid: cannot hook the experiment's end; stop the MPS daemons "
+                       "yourself with mps.stop()")
+
+
+def install_outstanding_limit(tc: Any, outstanding: Callable[[], int], bound: int) -> None:
+    """Wrap a model-based searcher so it suggests nothing while ``bound`` trials are in flight.
+
+    Grid and random search (``BasicVariantGenerator``, no ``searcher``) are left alone: they
+    make whole groups at once.
+    """
+    search_alg = getattr(tc, "search_alg", None)
+    searcher = getattr(search_alg, "searcher", None)
+    if searcher is None or isinstance(searcher, OutstandingLimit):
+        return
+    search_alg.searcher = OutstandingLimit(searcher, outstanding, bound)
+
+
+class ShapeColumn(Callback):
+    """Writes ``fluid_shape`` (e.g. ``"0.5 GPU"``) and ``fluid_gpus`` into every result;
+    stops the executor's MPS daemons when the experiment ends."""
+
+    def __init__(self, book: TrialBook, mps: Any) -> None:
+        self._book, self._mps = book, mps
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Trial, result: dict,
+                        **info: Any) -> None:
+        rec = self._book.get(trial.trial_id)
+        if rec is not None and rec.actual is not None:
+            result["fluid_shape"] = describe(rec.actual)
+            result["fluid_gpus"] = rec.actual
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self._mps is not None:
+            self._mps.stop()
+
+
+class OutstandingLimit:
+    """Wraps a searcher: no new suggestion while ``bound`` trials are held or running."""
+
+    def __init__(self, searcher: Any, outstanding: Callable[[], int], bound: int) -> None:
+        self._searcher, self._outstanding, self.bound = searcher, outstanding, bound
+
+    def suggest(self, trial_id: str) -> Any:
+        """The wrapped searcher's suggestion, or ``None`` while ``bound`` trials are in flight."""
+        if self._outstanding() >= self.bound:
+            return None
+        return self._searcher.suggest(trial_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._searcher, name)

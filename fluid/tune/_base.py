@@ -1,0 +1,66 @@
+"""What the wrapped base scheduler sees: every trial with the status it expects.
+
+Fluid holds new trials PAUSED in Tune and pauses running ones to resize them; the base
+scheduler must not notice. While it runs, a held trial shows the status the base last gave it
+(PENDING until started) and a resizing trial shows RUNNING. The base still decides which held
+trial starts next (``eligible``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from fluid.tune._records import MASKED, STARTABLE, Phase, TrialBook, TrialRecord
+
+#: Most held trials asked of the base scheduler per step (bounds work with huge groups).
+ELIGIBLE_SCAN = 256
+
+
+@contextmanager
+def base_view(book: TrialBook, extra: dict[str, str] | None = None) -> Iterator[None]:
+    """Show the base scheduler every held trial with the status it expects.
+
+    ``extra`` (trial id to status) masks more trials; real statuses come back afterwards,
+    except where the base changed a status meanwhile (it stopped the trial).
+    """
+    shown: list[tuple[Trial, str, str]] = []
+    for rec in book.records.values():
+        want = rec.base_status if rec.phase is not Phase.RESIZING else Trial.RUNNING
+        if rec.phase in MASKED and rec.trial.status != want:
+            shown.append((rec.trial, rec.trial.status, want))
+    for trial, status in (extra or {}).items():
+        rec = book[trial]
+        shown.append((rec.trial, rec.trial.status, status))
+    for trial, _real, want in shown:
+        trial.status = want
+    try:
+        yield
+    finally:
+        for trial, real, want in shown:
+            if trial.status == want:  # the base may have stopped it meanwhile
+                trial.status = real
+
+
+def eligible(base: TrialScheduler, book: TrialBook, tc: Any) -> list[TrialRecord]:
+    """Held or base-paused trials the base scheduler would start now, in its order."""
+    waiting = book.in_phase(STARTABLE)
+    if not waiting:
+        return []
+    if type(base) is FIFOScheduler:
+        return waiting  # FIFO starts everything, in order: no need to ask
+    masked: dict[str, str] = {}
+    found: list[TrialRecord] = []
+    for _ in range(min(len(waiting), ELIGIBLE_SCAN)):
+        with base_view(book, masked):
+            trial = base.choose_trial_to_run(tc)
+        rec = book.get(trial.trial_id) if trial is not None else None
+        if rec is None or rec.phase not in STARTABLE:
+            break
+        found.append(rec)
+        masked[trial.trial_id] = Trial.RUNNING  # so the next call returns another
+    return found

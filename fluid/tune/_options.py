@@ -1,0 +1,74 @@
+"""FluidExecutor's options, validated once: a bad value raises ``FluidConfigError`` naming it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluid.core import C_MAX, O_TH, S_TH, PolicyConfig
+
+#: Per-iteration one-GPU time assumed for a trial before any trial has reported.
+DEFAULT_ITERATION_TIME = 1.0
+
+
+class FluidConfigError(ValueError):
+    """A FluidExecutor option or the experiment it runs cannot work; the message says why."""
+
+
+@dataclass(frozen=True)
+class FluidOptions:
+    """The options of ``FluidExecutor`` (same names, defaults and meaning; see its docstring).
+
+    ``alpha`` and ``beta`` here are the starting overheads; the estimator refines them.
+    ``policy`` is the ``fluid.core.PolicyConfig`` built from ``c``, ``d``, ``o_th``, ``s_th``,
+    ``c_max`` and ``gpu_memory`` (its ``eps`` is set per plan from the measured resize cost).
+    """
+
+    alpha: float = 1.0
+    beta: float = 1.0
+    c: int | None = None
+    d: int | None = None
+    eps: float | None = None
+    o_th: float = O_TH
+    s_th: float = S_TH
+    c_max: int = C_MAX
+    gpu_memory: float | None = None
+    trial_memory: float | None = None
+    max_outstanding: int | None = None
+    cpus_per_trial: float | None = None
+    cpus_per_worker: float = 1.0
+    elastic: bool | None = None
+    default_iteration_time: float = DEFAULT_ITERATION_TIME
+    dynamic: bool = True
+    refine: bool = True
+    mps: Any = None
+    policy: PolicyConfig = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("alpha", self.alpha, self.alpha >= 1, ">= 1"),
+            ("beta", self.beta, self.beta >= 1, ">= 1"),
+            ("eps", self.eps, self.eps is None or self.eps >= 0, ">= 0 seconds or None"),
+            ("trial_memory", self.trial_memory,
+             self.trial_memory is None or self.trial_memory > 0, "> 0 GB"),
+            ("max_outstanding", self.max_outstanding,
+             self.max_outstanding is None or self.max_outstanding >= 1, ">= 1 or None"),
+            ("cpus_per_trial", self.cpus_per_trial,
+             self.cpus_per_trial is None or self.cpus_per_trial >= 0, ">= 0 or None"),
+            ("cpus_per_worker", self.cpus_per_worker, self.cpus_per_worker >= 0, ">= 0"),
+            ("default_iteration_time", self.default_iteration_time,
+             self.default_iteration_time > 0, "> 0"),
+        ]
+        for name, value, ok, allowed in checks:
+            if not ok:
+                raise FluidConfigError(f"{name} must be {allowed}, got {value!r}")
+        try:
+            policy = PolicyConfig(c=self.c, d=self.d, eps=0.0, o_th=self.o_th, s_th=self.s_th,
+                                  c_max=self.c_max, gpu_memory=self.gpu_memory)
+        except ValueError as e:
+            raise FluidConfigError(str(e)) from None
+        mps = self.mps
+        if mps is not None and not (callable(getattr(mps, "start", None))
+                                    and callable(getattr(mps, "stop", None))):
+            raise FluidConfigError(f"mps must be a fluid.gpu.MPSManager, got {mps!r}")
+        object.__setattr__(self, "policy", policy)

@@ -1,0 +1,194 @@
+"""Turns FluidExecutor's trial records into ``fluid.core`` calls and keeps Fluid's GPU plan.
+
+* trials the base scheduler would start now: ``static_fluid`` per TrialGroup gives each a width
+  ``w`` and places those that fit (READY), the others wait in the queue (QUEUED);
+* the queue, oldest first: ``start_in_order`` as GPUs free up;
+* with nothing waiting, the groups whose trials changed: ``dynamic_fluid`` re-sizes their
+  running trials (the new width is the record's ``width``; the trial restarts at it);
+* a cluster that grew or shrank: the plan's GPUs follow it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ray.tune.experiment import Trial
+
+from fluid.core import (
+    GpuPool,
+    PolicyConfig,
+    RunningTrial,
+    TrialSpec,
+    dynamic_fluid,
+    start_in_order,
+    static_fluid,
+)
+from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._records import LIVE, Phase, TrialBook, TrialRecord, by_group
+from fluid.tune._resources import ResourceView
+from fluid.tune._shapes import describe
+
+logger = logging.getLogger("fluid")
+
+
+class Planner:
+    """Fluid's GPU plan of one experiment: the queue, the trials ready to start, the pool.
+
+    Args:
+        book: the trials.
+        estimator: the overheads and iteration times the plans are computed with.
+        policy: ``c``, ``d``, thresholds and ``gpu_memory`` (``eps`` comes from ``estimator``).
+        dynamic: also run DynamicFluid (``False``: StaticFluid only).
+        clock: time stamps of the plan log.
+    """
+
+    def __init__(self, book: TrialBook, estimator: OverheadEstimator, policy: PolicyConfig, *,
+                 dynamic: bool, clock: Callable[[], float]) -> None:
+        self._book, self._estimator, self._policy = book, estimator, policy
+        self._dynamic, self._clock = dynamic, clock
+        self.pool: GpuPool | None = None
+        self.gpus = 0.0
+        self.queue: list[str] = []  # planned, waiting for capacity, in start order
+        self.ready: list[str] = []  # placed in the plan, to be returned to Tune
+        self.deficit = 0  # GPUs gone from the cluster but still in the plan (not yet idle)
+        self.dirty = True
+        self.replan_groups: set[int] = set()
+        self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
+
+    def start(self, gpus: float) -> None:
+        """Plan on a cluster of ``gpus`` GPUs (whole GPUs only)."""
+        self.gpus = gpus
+        self.pool = GpuPool(int(math.floor(gpus)), self._policy.gpu_memory)
+
+    def replan(self, gid: int) -> None:
+        """Have DynamicFluid look at group ``gid`` again at the next plan."""
+        self.replan_groups.add(gid)
+        self.dirty = True
+
+    def spec(self, rec: TrialRecord) -> TrialSpec:
+        """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time."""
+        est = self._estimator
+        until = rec.until if rec.until is not None else self._book.default_until(rec)
+        left = max(1, until - rec.iteration)
+        d = None if rec.elastic else 1
+        return TrialSpec(rec.trial_id, left * est.iteration_time(rec), est.alpha, est.beta,
+                         d=d, memory=est.memory(rec))
+
+    def plan(self, eligible: Callable[[], list[TrialRecord]]) -> None:
+        """Start queued trials, size the trials ``eligible()`` returns, then re-size groups."""
+        self.dirty = False
+        assert self.pool is not None
+        cfg = self._policy
+        # Older groups' waiting trials first, then newly eligible ones.
+        queued = [self._book[i] for i in self.queue]
+        started, waiting = start_in_order([(self.spec(r), r.width) for r in queued], self.pool,
+                                          cfg)
+        self.queue = [s.id for s, _ in waiting]
+        self._mark_ready([a.trial_id for a in started])
+        for gid, recs in by_group(eligible()).items():
+            plan = static_fluid([self.spec(r) for r in recs], self.pool, cfg)
+            for rec in recs:
+                rec.width = plan.widths[rec.trial_id]
+                rec.phase = Phase.QUEUED
+            self._mark_ready([a.trial_id for a in plan.started])
+            self.queue += plan.waiting
+            self._log_plan("static", gid, plan.widths)
+        if self.queue or self.ready or not self._dynamic:
+            return
+        for gid in sorted(self.replan_groups):
+            self._resize_group(gid, cfg)
+        self.replan_groups.clear()
+
+    def _resize_group(self, gid: int, cfg: PolicyConfig) -> None:
+        assert self.pool is not None
+        live = [r for r in self._book.in_phase(LIVE) if r.group == gid and r.width is not None]
+        if not live:
+            return
+        running = [
+            RunningTrial(self.spec(r), r.width, r.checkpoints and r.phase is Phase.RUNNING)
+            for r in live
+        ]
+        plan = dynamic_fluid(running, [], self.pool, replace(cfg, eps=self._estimator.eps))
+        for z in plan.resized:
+            self._book[z.trial_id].width = z.new_width
+        if plan.resized:
+            self._log_plan("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
+
+    def _mark_ready(self, ids: list[str]) -> None:
+        for i in ids:
+            self._book[i].phase = Phase.READY
+            self.ready.append(i)
+
+    def next_ready(self) -> TrialRecord | None:
+        """The next trial to hand to Tune at its planned width, once Tune has it PAUSED."""
+        for tid in list(self.ready):
+            rec = self._book[tid]
+            if rec.phase not in (Phase.READY, Phase.RESIZING):
+                self.ready.remove(tid)
+            elif rec.trial.status == Trial.PAUSED:  # a resizing trial: once Tune saved it
+                self.ready.remove(tid)
+                return rec
+        return None
+
+    def start_resize(self, rec: TrialRecord, now: float) -> None:
+        """A running trial pauses to restart at its planned ``width``."""
+        rec.phase, rec.resize_at = Phase.RESIZING, now
+        rec.resizes += 1
+        self.ready.append(rec.trial_id)
+
+    def release(self, rec: TrialRecord) -> None:
+        """Take a trial out of the plan (its GPUs are free again)."""
+        if self.pool is not None:
+            self.pool.release(rec.trial_id)
+        if rec.trial_id in self.queue:
+            self.queue.remove(rec.trial_id)
+        if rec.trial_id in self.ready:
+            self.ready.remove(rec.trial_id)
+        rec.width = rec.actual = None
+
+    def sync_cluster(self, resources: ResourceView | None) -> None:
+        """A resource change (node joined or left) re-plans with the GPUs there are now.
+
+        Fluid's GPU ids are its own plan, not Ray's devices, so it cannot tell which trials a
+        lost node held: those fail in Ray and come back through Tune's retry. Lost capacity
+        is taken out of the plan as GPUs fall idle (a deficit), never by evicting a trial
+        that may still be running.
+        """
+        if self.pool is None or resources is None:
+            return
+        gpus = resources.gpus()
+        if gpus != self.gpus:
+            logger.info("Fluid: cluster GPUs changed from %g to %g", self.gpus, gpus)
+            self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
+                                  "widths": {}, "gpus": gpus})
+            self.gpus = gpus
+            target = int(math.floor(gpus))
+            have = self.pool.n - self.deficit
+            if target > have:
+                paid = min(self.deficit, target - have)
+                self.deficit -= paid
+                self.pool.add_gpus(target - have - paid)
+            else:
+                self.deficit += have - target
+            self.replan_groups.update(r.group for r in self._book.in_phase(
+                frozenset({Phase.RUNNING})))
+            self.dirty = True
+        if self.deficit:
+            placed = self.pool.placement()
+            idle = [g for g in reversed(self.pool.gpu_ids) if g not in placed][: self.deficit]
+            if idle:
+                self.pool.remove_gpus(idle)
+                self.deficit -= len(idle)
+
+    def _log_plan(self, kind: str, gid: int, widths: dict[str, float]) -> None:
+        entry = {"time": self._clock(), "kind": kind, "group": gid,
+                 "widths": {k: v for k, v in widths.items()}}
+        self.plan_log.append(entry)
+        logger.info(
+            "Fluid %s plan for TrialGroup %d: %s", kind, gid,
+            ", ".join(f"{k}: {describe(v)}" for k, v in widths.items()),
+        )

@@ -1,0 +1,145 @@
+"""Every use of Ray's private API in Fluid, and the Ray versions Fluid supports.
+
+Fluid plugs into Ray Tune as a ``TrialScheduler``; a few things it needs have no public API.
+Each is reached through one function here, with a comment on why, and
+``tests/tune/test_ray_compat.py`` asserts that each still exists with the shape used here, so a
+Ray release that moves one fails that test by name instead of failing a run.
+
+Importing this module (and so ``fluid.tune``) with a Ray outside ``SUPPORTED_RAY`` raises
+``ImportError`` naming the supported range.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+#: The Ray releases Fluid runs on (and its test suite ran on); also pinned in pyproject.toml.
+SUPPORTED_RAY = ">=2.60,<2.61"
+
+
+def check_ray_version(version: str | None = None) -> None:
+    """Raise ``ImportError`` unless ``version`` (default: the installed Ray) is supported."""
+    version = ray.__version__ if version is None else version
+    if Version(version) not in SpecifierSet(SUPPORTED_RAY):
+        raise ImportError(
+            f"fluid.tune supports ray[tune]{SUPPORTED_RAY}, found ray {version}; install a "
+            f"supported Ray: pip install 'ray[tune]{SUPPORTED_RAY}'"
+        )
+
+
+check_ray_version()
+
+
+# ---------------------------------------------------------------------- the Tune controller
+def controller_of(tc: Any) -> Any:
+    """The ``TuneController`` behind the argument of a scheduler hook.
+
+    Why: Tune hands schedulers a ``TrialRunnerWrapper`` that forwards attribute reads to the
+    controller (logging a warning for non-whitelisted ones); its ``_tune_controller`` is the
+    controller itself. A simulated controller is passed as is, so it is returned unchanged.
+    """
+    return getattr(tc, "_tune_controller", tc)
+
+
+def reuses_actors(controller: Any) -> bool:
+    """Whether the experiment reuses trial actors (``reuse_actors=True``).
+
+    Why: the option lives only in ``TuneController._reuse_actors``; Fluid must refuse it, since a
+    reused actor keeps its old placement group shape.
+    """
+    return bool(getattr(controller, "_reuse_actors", False))
+
+
+def set_trial_status(controller: Any, trial: Any, status: str) -> None:
+    """Move a trial the controller already filed to another status set.
+
+    Why: ``Trial.set_status`` changes the trial but not the controller's per-status sets; a
+    trial Tune re-adds after a failure is already filed as PENDING, and only
+    ``TuneController._set_trial_status`` re-files it (as PAUSED, so Fluid holds it).
+    """
+    controller._set_trial_status(trial, status)
+
+
+def callback_list(controller: Any) -> list | None:
+    """The experiment's callbacks, a list Fluid may insert its own into (``None``: unknown).
+
+    Why: a scheduler gets no callback hook; Fluid adds a callback (the ``fluid_shape`` column,
+    stopping MPS at the end) into ``TuneController._callbacks._callbacks`` at its first trial,
+    ahead of the loggers.
+    """
+    callbacks = getattr(getattr(controller, "_callbacks", None), "_callbacks", None)
+    return callbacks if isinstance(callbacks, list) else None
+
+
+def experiment_dir(controller: Any) -> str | None:
+    """The driver's staging directory of the experiment (``None``: none).
+
+    Why: Fluid keeps its measurements beside Tune's experiment state so a restored experiment
+    starts with them; only ``TuneController._storage`` knows the directory.
+    """
+    storage = getattr(controller, "_storage", None)
+    path = getattr(storage, "experiment_driver_staging_path", None)
+    return str(path) if path else None
+
+
+def snapshot_experiment(controller: Any) -> None:
+    """Save the experiment state now and wait until storage has it (may raise).
+
+    Why: Tune syncs its state only periodically and has no public call to force one;
+    ``checkpoint(force=True)`` writes it and ``_storage.syncer.wait()`` waits for the upload.
+    """
+    controller.checkpoint(force=True)
+    controller._storage.syncer.wait()
+
+
+#: The ``TrialScheduler`` class attribute by which a scheduler refuses buffered results.
+#: Why: Tune may deliver several results of a trial at once (``TUNE_RESULT_BUFFER_LENGTH``);
+#: a Fluid resize must PAUSE right after the result it follows, so FluidExecutor sets it False.
+BUFFERED_RESULTS_ATTR = "_supports_buffered_results"
+
+
+def refuse_buffered_results(cls: type) -> type:
+    """Class decorator: Tune delivers the scheduler's trials' results one at a time."""
+    setattr(cls, BUFFERED_RESULTS_ATTR, False)
+    return cls
+
+
+# ---------------------------------------------------------------------- fluid.sim only
+# The simulator (fluid.sim) replays Tune's controller loop without actors; it builds the
+# objects the real controller builds, some of which Ray keeps private.
+
+# Why: a trial's save resolves to a ``_FutureTrainingResult`` of a ``_TrainingResult``
+# (checkpoint + metrics); the simulated controller hands Tune's schedulers (PBT) the same types.
+from ray.train._internal.session import (  # noqa: E402
+    _FutureTrainingResult,
+    _TrainingResult,
+)
+
+# Why: the replay builds trials outside a Tune run, and a ``Trial`` needs a ``StorageContext``
+# for its paths (nothing is written).
+from ray.train._internal.storage import StorageContext  # noqa: E402
+
+# Why: ``ray.shutdown`` empties Tune's trainable registry and only the private
+# ``_global_registry`` answers "is this name registered?" without raising.
+from ray.tune.registry import _global_registry  # noqa: E402
+
+__all__ = [
+    "BUFFERED_RESULTS_ATTR",
+    "SUPPORTED_RAY",
+    "StorageContext",
+    "_FutureTrainingResult",
+    "_TrainingResult",
+    "_global_registry",
+    "callback_list",
+    "check_ray_version",
+    "controller_of",
+    "experiment_dir",
+    "refuse_buffered_results",
+    "reuses_actors",
+    "set_trial_status",
+    "snapshot_experiment",
+]

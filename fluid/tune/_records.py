@@ -1,0 +1,200 @@
+"""What FluidExecutor knows of each trial (a ``TrialRecord`` in a ``Phase``) and of each group.
+
+A trial moves through the phases::
+
+    HELD -> QUEUED -> READY -> RUNNING <-> RESIZING
+      ^                          |
+      +------- PAUSED <----------+          (any) -> DONE
+
+HELD: added, waiting until the base scheduler would start it (Tune sees it PAUSED);
+QUEUED: StaticFluid gave it a width ``w``, it waits for GPUs; READY: placed in the GPU plan, to
+be handed to Tune; RUNNING: Tune runs it at ``actual``; RESIZING: paused by Fluid to restart at
+``width``; PAUSED: paused by the base scheduler (a rung, PBT's exploit); DONE: left for good.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ray.tune.experiment import Trial
+
+from fluid.tune._group import TrialGroup
+from fluid.tune._shapes import cpus_of, is_elastic_class
+
+logger = logging.getLogger("fluid")
+
+
+class Phase(Enum):
+    """Where a trial is in Fluid's life cycle (see the module docstring)."""
+
+    HELD = "held"
+    QUEUED = "queued"
+    READY = "ready"
+    RUNNING = "running"
+    RESIZING = "resizing"
+    PAUSED = "paused"
+    DONE = "done"
+
+
+#: Tune's status of these differs from what the base scheduler expects (see ``_base``).
+MASKED = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RESIZING})
+#: Waiting for the base scheduler to (re)start them.
+STARTABLE = frozenset({Phase.HELD, Phase.PAUSED})
+#: Held or running: what a model-based searcher has in flight.
+OUTSTANDING = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RUNNING, Phase.RESIZING})
+#: Holding GPUs in Fluid's plan.
+PLACED = frozenset({Phase.READY, Phase.RUNNING, Phase.RESIZING})
+#: Running in Tune, at their width or being resized to it.
+LIVE = frozenset({Phase.RUNNING, Phase.RESIZING})
+
+
+@dataclass
+class TrialRecord:
+    """One trial as Fluid sees it.
+
+    ``width`` is the width ``w`` held in the GPU plan (the target while resizing), ``actual``
+    the width the trial runs at now; ``samples`` are recent ``(seconds, width)`` per
+    iteration and ``raw`` the recent seconds per width (for ``alpha``/``beta``).
+    """
+
+    trial: Trial
+    group: int
+    until: int | None
+    phase: Phase = Phase.HELD
+    base_status: str = Trial.PENDING  # what the base scheduler believes while we hold it
+    iteration: int = 0
+    width: float | None = None
+    actual: float | None = None
+    samples: deque = field(default_factory=lambda: deque(maxlen=5))  # (seconds, width)
+    raw: dict = field(default_factory=dict)  # width -> recent raw seconds per iteration
+    fresh_start: bool = True
+    checkpoints: bool = False
+    resize_at: float | None = None
+    resizes: int = 0
+    cpus: float = 1.0  # CPUs of the trainable's bundle (what the trial first asked for)
+    elastic: bool = False  # may run as a gang (read once: the registry lookup is an RPC)
+    function: bool = True  # a function trainable (checkpoints only when it reports one)
+    shapes: list = field(default_factory=list)  # [(clock time, width, gpus)] for timelines
+
+    @property
+    def trial_id(self) -> str:
+        """The Tune trial id."""
+        return self.trial.trial_id
+
+
+class TrialBook:
+    """Every trial Fluid has seen (insertion order) and every TrialGroup declared."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, TrialRecord] = {}
+        self.groups: dict[int, TrialGroup] = {}
+
+    def get(self, trial_id: str) -> TrialRecord | None:
+        """The record of a trial, if seen."""
+        return self.records.get(trial_id)
+
+    def __getitem__(self, trial_id: str) -> TrialRecord:
+        return self.records[trial_id]
+
+    def add(self, rec: TrialRecord) -> None:
+        """File a new trial's record."""
+        self.records[rec.trial_id] = rec
+
+    def in_phase(self, phases: frozenset[Phase]) -> list[TrialRecord]:
+        """Records in any of ``phases``, in the order the trials were added."""
+        return [r for r in self.records.values() if r.phase in phases]
+
+    def add_group(self, group: TrialGroup) -> tuple[int, bool]:
+        """Declare a group; returns its id and whether budgets of known trials changed.
+
+        A group with the name of an existing one joins it (a HyperBand rung filling up as its
+        trials arrive, ASHA's rolling group).
+        """
+        gid = next((g for g in reversed(self.groups) if group.name and
+                    self.groups[g].name == group.name), None)
+        if gid is None:
+            gid = len(self.groups)
+            self.groups[gid] = TrialGroup([], {}, group.name)
+            logger.info("Fluid: new TrialGroup %d %r", gid, group.name)
+        target = self.groups[gid]
+        changed = False
+        for t in group.trials:
+            if t.trial_id not in target.until:
+                target.trials.append(t)
+            target.until[t.trial_id] = group.until[t.trial_id]
+            rec = self.records.get(t.trial_id)
+            if rec is not None and (rec.group, rec.until) != (gid, group.until[t.trial_id]):
+                rec.group, rec.until = gid, group.until[t.trial_id]
+                changed = True
+        return gid, changed
+
+    def group_of_new(self, trial: Trial) -> tuple[int, int | None]:
+        """The group and budget (``until``) of a trial being added.
+
+        A trial no group declared joins one rolling group, its budget from the stop criteria.
+        """
+        for gid in sorted(self.groups, reverse=True):
+            if trial.trial_id in self.groups[gid].until:
+                return gid, self.groups[gid].until[trial.trial_id]
+        until = _stop_iteration(trial)
+        self.add_group(TrialGroup([trial], {trial.trial_id: until or 0}, "rolling"))
+        gid = max(g for g in self.groups if self.groups[g].name == "rolling")
+        return gid, until
+
+    def default_until(self, rec: TrialRecord) -> int:
+        """Budget of a trial without one: the largest known, else one more iteration."""
+        known = [r.until for r in self.records.values() if r.until is not None]
+        return max(known) if known else rec.iteration + 1
+
+    def resizes(self) -> int:
+        """Resizes of all trials."""
+        return sum(r.resizes for r in self.records.values())
+
+    def current_group_name(self) -> str:
+        """Name of the newest group that has trials (``'-'``: none)."""
+        live = [g for g in self.groups.values() if g.name != "rolling" or g.trials]
+        return live[-1].name if live else "-"
+
+
+def new_record(trial: Trial, group: int, until: int | None, elastic: bool | None) -> TrialRecord:
+    """The record of a trial Fluid sees for the first time.
+
+    ``elastic``: ``True``/``False`` for every trainable, ``None`` asks the trainable's class
+    (``fluid.train.elastic`` marks it).
+    """
+    return TrialRecord(trial, group, until, cpus=cpus_of(trial.placement_group_factory),
+                       elastic=_is_elastic(trial) if elastic is None else elastic,
+                       function=_is_function(trial))
+
+
+def _is_elastic(trial: Trial) -> bool:
+    try:
+        return is_elastic_class(trial.get_trainable_cls())
+    except Exception:  # an unregistered trainable cannot be a gang
+        return False
+
+
+def _is_function(trial: Trial) -> bool:
+    try:
+        from ray.tune.trainable.function_trainable import FunctionTrainable
+
+        return issubclass(trial.get_trainable_cls(), FunctionTrainable)
+    except Exception:
+        return True
+
+
+def by_group(recs: list[TrialRecord]) -> dict[int, list[TrialRecord]]:
+    """Records by group id, each list in the given order."""
+    out: dict[int, list[TrialRecord]] = {}
+    for r in recs:
+        out.setdefault(r.group, []).append(r)
+    return out
+
+
+def _stop_iteration(trial: Trial) -> int | None:
+    stop = trial.stopping_criterion or {}
+    value = stop.get("training_iteration")
+    return int(value) if value is not None else None

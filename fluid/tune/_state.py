@@ -1,0 +1,82 @@
+"""FluidExecutor's measurements kept beside the experiment, so a restored experiment has them.
+
+``fluid_state.json`` in the experiment's driver directory holds the measured resize costs
+(``eps``) and, per trial, its iteration-time samples, whether it checkpoints, its resizes and
+its iteration. Writes are throttled (with thousands of trials, a write per result would
+dominate the driver) and never fail a run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._records import TrialBook, TrialRecord
+
+logger = logging.getLogger("fluid")
+
+STATE_FILE = "fluid_state.json"
+#: Least seconds between two unforced writes.
+SAVE_EVERY_S = 2.0
+
+
+def state_of(book: TrialBook, estimator: OverheadEstimator) -> dict[str, Any]:
+    """The measurements to keep, as JSON-ready data."""
+    return {
+        "eps_samples": list(estimator.eps_samples),
+        "trials": {
+            tid: {"samples": [list(x) for x in r.samples], "checkpoints": r.checkpoints,
+                  "resizes": r.resizes, "iteration": r.iteration}
+            for tid, r in book.records.items()
+        },
+    }
+
+
+def apply_saved(rec: TrialRecord, saved: dict[str, Any] | None) -> None:
+    """Give a new record the samples and checkpointing a saved state has for its trial."""
+    if not saved:
+        return
+    rec.samples.extend(tuple(x) for x in saved.get("samples", [])
+                       if isinstance(x, list) and len(x) == 2)
+    rec.checkpoints = saved.get("checkpoints", False)
+
+
+class StateStore:
+    """Reads and writes ``fluid_state.json`` in ``directory`` (``None``: nothing is kept)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.directory: str | None = None
+        self._saved_at = -math.inf
+
+    def save(self, state: Callable[[], dict[str, Any]], force: bool = False) -> None:
+        """Write ``state()``, at most every ``SAVE_EVERY_S`` seconds unless ``force``."""
+        if not self.directory or (not force and self._clock() - self._saved_at < SAVE_EVERY_S):
+            return
+        self._saved_at = self._clock()
+        path = os.path.join(self.directory, STATE_FILE)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            with open(path + ".tmp", "w") as f:
+                json.dump(state(), f)
+            os.replace(path + ".tmp", path)
+        except OSError as e:  # state is an optimisation; never fail a run over it
+            logger.debug("Fluid: could not save state to %s: %s", path, e)
+
+    def load(self) -> dict[str, Any]:
+        """The saved state, or ``{}`` when there is none (or it cannot be read)."""
+        if not self.directory:
+            return {}
+        path = os.path.join(self.directory, STATE_FILE)
+        try:
+            with open(path) as f:
+                state = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        logger.info("Fluid: restored measurements of %d trials", len(state.get("trials", {})))
+        return state

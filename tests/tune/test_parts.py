@@ -1,0 +1,70 @@
+"""FluidExecutor's parts on their own (no Ray instance): options, the base view, the planner."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from ray.tune.experiment import Trial
+
+from fluid.tune._base import base_view
+from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._options import FluidConfigError, FluidOptions
+from fluid.tune._planner import Planner
+from fluid.tune._records import Phase, TrialBook, TrialRecord
+
+
+def _trial(tid, status=Trial.PAUSED):
+    return SimpleNamespace(trial_id=tid, status=status, last_result={})
+
+
+@pytest.mark.parametrize("bad, says", [
+    ({"beta": 0.9}, "beta must be >= 1, got 0.9"),
+    ({"trial_memory": 0}, "trial_memory must be > 0 GB, got 0"),
+    ({"cpus_per_worker": -1}, "cpus_per_worker must be >= 0, got -1"),
+    ({"default_iteration_time": 0}, "default_iteration_time must be > 0, got 0"),
+    ({"mps": object()}, "mps must be a fluid.gpu.MPSManager"),
+])
+def test_options_name_the_parameter_and_range(bad, says):
+    with pytest.raises(FluidConfigError, match=says):
+        FluidOptions(**bad)
+
+
+def test_options_build_the_policy():
+    opts = FluidOptions(c=3, d=2, gpu_memory=16.0)
+    assert (opts.policy.c, opts.policy.d, opts.policy.gpu_memory) == (3, 2, 16.0)
+
+
+def test_base_view_shows_what_the_base_expects_then_restores():
+    book = TrialBook()
+    held = TrialRecord(_trial("held"), 0, 5)  # Tune: PAUSED, base: PENDING
+    resizing = TrialRecord(_trial("resizing"), 0, 5, phase=Phase.RESIZING, base_status="RUNNING")
+    running = TrialRecord(_trial("running", Trial.RUNNING), 0, 5, phase=Phase.RUNNING)
+    for rec in (held, resizing, running):
+        book.add(rec)
+    with base_view(book, {"running": Trial.PENDING}):
+        assert [r.trial.status for r in (held, resizing, running)] == [
+            Trial.PENDING, Trial.RUNNING, Trial.PENDING]
+        resizing.trial.status = Trial.TERMINATED  # the base stopped it meanwhile
+    assert [r.trial.status for r in (held, resizing, running)] == [
+        Trial.PAUSED, Trial.TERMINATED, Trial.RUNNING]
+
+
+def test_planner_sizes_a_group_and_hands_out_ready_trials_in_order():
+    book = TrialBook()
+    est = OverheadEstimator(book, alpha=1.0, beta=1.0, eps=None, refine=True,
+                            default_iteration_time=1.0, trial_memory=None, gpu_memory=None)
+    planner = Planner(book, est, FluidOptions(c=1, d=1).policy, dynamic=True, clock=lambda: 7.0)
+    planner.start(2.0)
+    recs = [TrialRecord(_trial(f"t{i}"), 0, 10) for i in range(3)]
+    for rec in recs:
+        book.add(rec)
+    planner.plan(lambda: recs)
+    assert [r.width for r in recs] == [1.0, 1.0, 1.0]  # c = d = 1: one GPU each
+    assert planner.ready == ["t0", "t1"] and planner.queue == ["t2"]
+    assert [r.phase for r in recs] == [Phase.READY, Phase.READY, Phase.QUEUED]
+    assert planner.plan_log[0]["kind"] == "static" and planner.plan_log[0]["time"] == 7.0
+    assert planner.next_ready() is recs[0]
+    planner.release(recs[0])  # t0 left: its GPU goes to the queued trial at the next plan
+    planner.plan(lambda: [])
+    assert planner.queue == [] and recs[2].phase is Phase.READY

@@ -1,0 +1,133 @@
+"""Each Ray-private thing Fluid uses (``fluid.tune._ray_compat``) is still where Fluid reaches it.
+
+A Ray release that moves one fails here, by name, instead of failing an experiment. No Ray
+instance is started.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import ray
+from ray.tune.callback import Callback, CallbackList
+from ray.tune.execution.tune_controller import TrialRunnerWrapper, TuneController
+from ray.tune.registry import TRAINABLE_CLASS
+from ray.tune.schedulers import TrialScheduler
+
+from fluid.tune import _ray_compat as compat
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _params(fn):
+    return list(inspect.signature(fn).parameters)
+
+
+def _init_assigns(attr):
+    return f"self.{attr} =" in inspect.getsource(TuneController.__init__)
+
+
+def test_installed_ray_is_supported():
+    compat.check_ray_version()  # what `import fluid.tune` ran
+
+
+@pytest.mark.parametrize("version", ["2.59.0", "2.61.0", "3.0.0"])
+def test_unsupported_ray_is_refused_naming_the_range(monkeypatch, version):
+    monkeypatch.setattr(ray, "__version__", version)
+    with pytest.raises(ImportError, match=rf"supports ray\[tune\]{compat.SUPPORTED_RAY}, "
+                                          rf"found ray {version}"):
+        compat.check_ray_version()
+
+
+def test_import_fluid_tune_under_an_unsupported_ray_fails_clearly():
+    code = "import ray; ray.__version__ = '2.59.0'; import fluid.tune"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+    assert done.returncode != 0
+    assert f"ImportError: fluid.tune supports ray[tune]{compat.SUPPORTED_RAY}" in done.stderr
+
+
+def test_pyproject_pins_the_supported_range():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'"ray[tune]{compat.SUPPORTED_RAY}"' in text
+
+
+def test_scheduler_hooks_get_a_wrapper_around_the_controller():
+    controller = object()
+    wrapper = TrialRunnerWrapper(tune_controller=controller, trial_executor=None)
+    assert compat.controller_of(wrapper) is controller
+    assert compat.controller_of(controller) is controller
+
+
+def test_controller_keeps_reuse_actors_callbacks_and_storage():
+    for attr in ("_reuse_actors", "_callbacks", "_storage"):
+        assert _init_assigns(attr), f"TuneController.__init__ no longer sets {attr}"
+    assert compat.reuses_actors(SimpleNamespace(_reuse_actors=True))
+    assert not compat.reuses_actors(SimpleNamespace())
+
+
+def test_set_trial_status_signature():
+    assert _params(TuneController._set_trial_status) == ["self", "trial", "status"]
+    seen = []
+    compat.set_trial_status(SimpleNamespace(_set_trial_status=lambda t, s: seen.append((t, s))),
+                            "trial", "PAUSED")
+    assert seen == [("trial", "PAUSED")]
+
+
+def test_callback_list_is_a_mutable_list():
+    ours = Callback()
+    callbacks = CallbackList([ours])
+    found = compat.callback_list(SimpleNamespace(_callbacks=callbacks))
+    assert found is not None and found[0] is ours
+    assert compat.callback_list(SimpleNamespace()) is None
+
+
+def test_storage_has_staging_path_and_syncer(tmp_path):
+    staging = inspect.getattr_static(compat.StorageContext, "experiment_driver_staging_path")
+    assert isinstance(staging, property)
+    fake_storage = SimpleNamespace(experiment_driver_staging_path=tmp_path)
+    assert compat.experiment_dir(SimpleNamespace(_storage=fake_storage)) == str(tmp_path)
+    assert compat.experiment_dir(SimpleNamespace()) is None
+    storage = compat.StorageContext(storage_path=str(tmp_path), experiment_dir_name="exp")
+    assert callable(storage.syncer.wait)
+    assert "force" in _params(TuneController.checkpoint)
+    calls = []
+    fake = SimpleNamespace(checkpoint=lambda force: calls.append(force),
+                           _storage=SimpleNamespace(syncer=SimpleNamespace(
+                               wait=lambda: calls.append("waited"))))
+    compat.snapshot_experiment(fake)
+    assert calls == [True, "waited"]
+
+
+def test_buffered_results_switch():
+    assert getattr(TrialScheduler, compat.BUFFERED_RESULTS_ATTR) is True
+
+    @compat.refuse_buffered_results
+    class Unbuffered(TrialScheduler):
+        pass
+
+    assert Unbuffered().supports_buffered_results is False
+
+
+def test_fluid_executor_refuses_buffered_results():
+    from fluid import FluidExecutor
+
+    assert FluidExecutor().supports_buffered_results is False
+
+
+def test_training_result_types_for_the_simulator():
+    result = compat._TrainingResult(checkpoint=None, metrics={"loss": 1.0})
+    assert (result.checkpoint, result.metrics) == (None, {"loss": 1.0})
+    assert _params(compat._FutureTrainingResult.__init__) == ["self", "future"]
+    assert _params(compat._FutureTrainingResult.resolve)[:2] == ["self", "block"]
+
+
+def test_trainable_registry_lookup_for_the_simulator():
+    assert compat._global_registry.contains(TRAINABLE_CLASS, "fluid-no-such-trainable") is False
