@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -48,7 +49,16 @@ from fluid.tune._state import StateStore, apply_saved, state_of
 
 logger = logging.getLogger("fluid")
 
+#: What torch's CUDA out-of-memory error says (``torch.OutOfMemoryError``, a RuntimeError).
+_CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError")
+
 __all__ = ["FluidConfigError", "FluidExecutor"]
+
+
+def is_cuda_oom(error: BaseException) -> bool:
+    """Whether a trial's error (as Ray passes it on, with the trainable's traceback) is torch
+    running out of GPU memory."""
+    return bool(_CUDA_OOM.search(str(error)))
 
 
 @compat.refuse_buffered_results
@@ -228,6 +238,7 @@ class FluidExecutor(TrialScheduler):
         bound = self.options.max_outstanding or max(2, int(2 * gpus))
         actions.install_outstanding_limit(tc, self.outstanding, bound)
         actions.install_shape_column(controller, self._book, self.mps)
+        compat.forgive_failures(controller, self._out_of_gpu_memory)
         if self.mps is not None:
             self.mps.start()
         self._state.directory = compat.experiment_dir(controller)
@@ -251,6 +262,10 @@ class FluidExecutor(TrialScheduler):
         """Hold the new trial (Tune sees it PAUSED) until the base would start it."""
         t0 = time.perf_counter()
         self._first_contact(tune_controller)
+        if trial.status in (Trial.TERMINATED, Trial.ERROR):
+            self._add_finished(tune_controller, trial)
+            self.hook_seconds += time.perf_counter() - t0
+            return
         asked = width_of(trial.placement_group_factory)
         if asked > self.planner.gpus:
             raise FluidConfigError(
@@ -273,6 +288,20 @@ class FluidExecutor(TrialScheduler):
         actions.hold(tune_controller, trial, requeued)
         self.planner.dirty = True
         self.hook_seconds += time.perf_counter() - t0
+
+    def _add_finished(self, tune_controller: Any, trial: Trial) -> None:
+        """A trial Tune re-adds already finished (a restored experiment, TERMINATED or ERROR).
+
+        It is recorded DONE with its saved measurements (they still inform the estimates of
+        unmeasured trials): never held, planned, placed or counted as outstanding.
+        """
+        self.base.on_trial_add(tune_controller, trial)
+        gid, until = self._book.group_of_new(trial)
+        rec = new_record(trial, gid, until, elastic=False)  # it never runs again
+        apply_saved(rec, self._restored.get(trial.trial_id))
+        rec.iteration = int(trial.last_result.get("training_iteration", 0) or 0)
+        rec.phase, rec.base_status = Phase.DONE, trial.status
+        self._book.add(rec)
 
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """Plan if anything changed; return the next planned trial with its new shape."""
@@ -345,6 +374,23 @@ class FluidExecutor(TrialScheduler):
         with base_view(self._book):
             self.base.on_trial_remove(tune_controller, trial)
 
+    def _out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
+        """A packed trial that ran out of GPU memory: Fluid's doing, not the user's.
+
+        Its least share doubles (``1/k`` -> ``2/k``, at most a whole GPU) and Tune retries it
+        without counting the failure against ``max_failures``. An out-of-memory error on a
+        whole GPU or more counts as any other failure.
+        """
+        rec = self._book.get(trial.trial_id)
+        if rec is None or rec.actual is None or rec.actual >= 1 or not is_cuda_oom(error):
+            return False
+        rec.min_share = min(1.0, 2 * rec.actual)
+        logger.warning("Fluid: %s ran out of GPU memory on %s; retrying it on at least %s "
+                       "(not counted in max_failures)", trial, describe(rec.actual),
+                       describe(rec.min_share))
+        self._state.save(self._snapshot, force=True)
+        return True
+
     def _depart(self, trial: Trial) -> None:
         rec = self._book.get(trial.trial_id)
         if rec is None:
@@ -401,6 +447,12 @@ class FluidExecutor(TrialScheduler):
         """
         rec = self._book.get(trial_id)
         return list(rec.shapes) if rec else []
+
+    def gpu_need(self, trial_id: str) -> float | None:
+        """Least share of a GPU the trial is given since it ran out of GPU memory on a smaller
+        one (kept with the experiment's measurements); ``None``: it never ran out."""
+        rec = self._book.get(trial_id)
+        return rec.min_share if rec else None
 
     def trial_shape(self, trial_id: str) -> str:
         """Human-readable current shape of a trial (``'0.5 GPU'``, ``'gang of 3 GPU'``)."""

@@ -11,6 +11,7 @@ Importing this module (and so ``fluid.tune``) with a Ray outside ``SUPPORTED_RAY
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -96,6 +97,36 @@ def snapshot_experiment(controller: Any) -> None:
     controller._storage.syncer.wait()
 
 
+def forgive_failures(controller: Any, forgive: Callable[[Any, Exception], bool]) -> None:
+    """Have the controller retry a failed trial without counting the failure when
+    ``forgive(trial, exception)`` says so (the trial is then requeued as a retry would be).
+
+    Why: Tune counts every trial error against ``max_failures`` in
+    ``TuneController._process_trial_failure`` (``Trial.handle_error`` adds to
+    ``run_metadata.num_failures``, then ``Trial.should_recover`` decides), before any scheduler
+    hook sees the error; no public hook can tell it a failure was the scheduler's doing (a
+    packed trial out of GPU memory). The wrapper lifts ``max_failures`` for that one call and
+    puts the failure count back, so Tune recovers the trial and the user's budget is intact.
+    """
+    original = controller._process_trial_failure
+
+    def process_trial_failure(trial: Any, exception: Exception) -> None:
+        if not forgive(trial, exception):
+            original(trial, exception=exception)
+            return
+        failures, limit = trial.run_metadata.num_failures, trial.max_failures
+        if limit >= 0:
+            trial.max_failures = max(limit, failures + 1)
+        try:
+            original(trial, exception=exception)
+        finally:
+            trial.max_failures = limit
+            trial.run_metadata.num_failures = failures
+            trial.run_metadata.invalidate_cache()
+
+    controller._process_trial_failure = process_trial_failure
+
+
 #: The ``TrialScheduler`` class attribute by which a scheduler refuses buffered results.
 #: Why: Tune may deliver several results of a trial at once (``TUNE_RESULT_BUFFER_LENGTH``);
 #: a Fluid resize must PAUSE right after the result it follows, so FluidExecutor sets it False.
@@ -138,6 +169,7 @@ __all__ = [
     "check_ray_version",
     "controller_of",
     "experiment_dir",
+    "forgive_failures",
     "refuse_buffered_results",
     "reuses_actors",
     "set_trial_status",

@@ -58,6 +58,8 @@ class TrialRecord:
     ``width`` is the width ``w`` held in the GPU plan (the target while resizing), ``actual``
     the width the trial runs at now; ``samples`` are recent ``(seconds, width)`` per
     iteration and ``raw`` the recent seconds per width (for ``alpha``/``beta``).
+    ``min_share``: after the trial ran out of GPU memory at a packed share, the least share it
+    is given from then on (its ``c_i = floor(1 / min_share)``).
     """
 
     trial: Trial
@@ -78,6 +80,7 @@ class TrialRecord:
     elastic: bool = False  # may run as a gang (read once: the registry lookup is an RPC)
     function: bool = True  # a function trainable (checkpoints only when it reports one)
     shapes: list = field(default_factory=list)  # [(clock time, width, gpus)] for timelines
+    min_share: float | None = None  # least GPU share it fits in (it ran out of memory below)
 
     @property
     def trial_id(self) -> str:

@@ -1,8 +1,8 @@
 """FluidExecutor's measurements kept beside the experiment, so a restored experiment has them.
 
 ``fluid_state.json`` in the experiment's driver directory holds the measured resize costs
-(``eps``) and, per trial, its iteration-time samples, whether it checkpoints, its resizes and
-its iteration. Writes are throttled (with thousands of trials, a write per result would
+(``eps``) and, per trial, its iteration-time samples, whether it checkpoints, its resizes, its
+iteration and the least GPU share it needs once it ran out of GPU memory. Writes are throttled (with thousands of trials, a write per result would
 dominate the driver) and never fail a run.
 """
 
@@ -31,19 +31,21 @@ def state_of(book: TrialBook, estimator: OverheadEstimator) -> dict[str, Any]:
         "eps_samples": list(estimator.eps_samples),
         "trials": {
             tid: {"samples": [list(x) for x in r.samples], "checkpoints": r.checkpoints,
-                  "resizes": r.resizes, "iteration": r.iteration}
+                  "resizes": r.resizes, "iteration": r.iteration, "min_share": r.min_share}
             for tid, r in book.records.items()
         },
     }
 
 
 def apply_saved(rec: TrialRecord, saved: dict[str, Any] | None) -> None:
-    """Give a new record the samples and checkpointing a saved state has for its trial."""
+    """Give a new record the samples, checkpointing and least GPU share (``min_share``) a
+    saved state has for its trial."""
     if not saved:
         return
     rec.samples.extend(tuple(x) for x in saved.get("samples", [])
                        if isinstance(x, list) and len(x) == 2)
     rec.checkpoints = saved.get("checkpoints", False)
+    rec.min_share = saved.get("min_share")
 
 
 class StateStore:
