@@ -16,7 +16,9 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
     """Ray's ``PopulationBasedTraining`` with the population as one TrialGroup.
 
     A trial's budget is its next perturbation: ``last_perturbation_time`` plus the
-    perturbation interval (with ``time_attr="training_iteration"``).
+    perturbation interval (with ``time_attr="training_iteration"``). The population is a
+    ``sync`` group: under Fluid a member that reached its perturbation waits until the others
+    have, so exploits clone donors at the same point as under plain Tune.
     """
 
     def _until(self, trial: Trial) -> int:
@@ -25,10 +27,10 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)
-        self.new_trial_group([trial], self._until(trial), GROUP)
+        self.new_trial_group([trial], self._until(trial), GROUP, sync=True)
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         action = super().on_trial_result(tune_controller, trial, result)
         if trial in self._trial_state:
-            self.new_trial_group([trial], self._until(trial), GROUP)
+            self.new_trial_group([trial], self._until(trial), GROUP, sync=True)
         return action

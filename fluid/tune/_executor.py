@@ -7,7 +7,9 @@ How it steers Tune (the mechanism of DESIGN.md section 3, checked on Ray 2.60):
 * **release with a shape**: ``choose_trial_to_run`` gives a held trial its placement group
   (``trial.update_resources``) and returns it;
 * **resize**: ``on_trial_result`` returns PAUSE after a result that carried a checkpoint; Tune
-  saves and stops the actor; the trial is released again with its new shape and restores.
+  saves and stops the actor; the trial is released again with its new shape and restores;
+* **barrier**: the same PAUSE holds a member of a ``sync`` group (a PBT population) that got
+  ahead until the others caught up (``_barrier``).
 
 The base scheduler keeps deciding *what* runs: it sees every trial with the status it expects
 (a held trial looks PENDING to it, a trial paused for a resize looks RUNNING), and a held trial
@@ -36,6 +38,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid.core import C_MAX, O_TH, S_TH, PolicyConfig
 from fluid.tune import _actions as actions
+from fluid.tune import _barrier as barrier
 from fluid.tune import _ray_compat as compat
 from fluid.tune._base import base_view, eligible
 from fluid.tune._estimator import OverheadEstimator
@@ -314,8 +317,10 @@ class FluidExecutor(TrialScheduler):
             if settled:
                 self._pausing.difference_update(settled)
                 self.planner.dirty = True
-            if self.planner.dirty:
-                self.planner.plan(lambda: eligible(self.base, self._book, tune_controller))
+            caught_up = barrier.released(self._book)
+            if self.planner.dirty or caught_up:
+                self.planner.plan(
+                    lambda: caught_up + eligible(self.base, self._book, tune_controller))
             rec = self.planner.next_ready()
             if rec is None:
                 return None
@@ -329,7 +334,7 @@ class FluidExecutor(TrialScheduler):
         """Measure; ask the base; PAUSE instead of CONTINUE when the plan resized the trial."""
         t0 = time.perf_counter()
         rec = self._book[trial.trial_id]
-        now = self._clock()
+        now, until = self._clock(), rec.until  # the budget it ran to (the base may move it)
         rec.iteration = int(result.get("training_iteration", rec.iteration + 1))
         if self.estimator.observe(rec, result.get("time_this_iter_s"), now):
             self.planner.replan(rec.group)  # first measurement: a profiling round
@@ -339,7 +344,16 @@ class FluidExecutor(TrialScheduler):
         rec.checkpoints = rec.checkpoints or checkpointed
         with base_view(self._book):
             decision = self.base.on_trial_result(tune_controller, trial, result)
-        if decision == TrialScheduler.CONTINUE and rec.width != rec.actual and checkpointed:
+        if (decision == TrialScheduler.CONTINUE and checkpointed
+                and barrier.must_wait(self._book, rec, until)):
+            self.planner.release(rec)
+            rec.phase = Phase.WAITING
+            rec.shapes.append((now, None, ()))
+            self.planner.replan(rec.group)  # its GPUs go to the members behind it
+            logger.info("Fluid: %s waits at iteration %d for its TrialGroup", trial,
+                        rec.iteration)
+            decision = TrialScheduler.PAUSE
+        elif decision == TrialScheduler.CONTINUE and rec.width != rec.actual and checkpointed:
             self.planner.start_resize(rec, now)
             logger.info(
                 "Fluid: resizing %s from %s to %s", trial, describe(rec.actual), describe(rec.width)

@@ -33,14 +33,18 @@ class TrialGroup:
         trials: the trials of the group.
         until: ``{trial_id: training_iteration}`` at which each trial's budget ends.
         name: a label for progress output (e.g. ``"bracket 0 rung 1"``).
+        sync: the members must stay in step (a PBT population): a member that reached its
+            budget waits, paused, until every unfinished member has reached its iteration.
     """
 
     trials: list[Trial]
     until: dict[str, int] = field(default_factory=dict)
     name: str = ""
+    sync: bool = False
 
     @classmethod
-    def of(cls, trials: Iterable[Trial], until: int | Mapping[str, int], name: str = "") -> TrialGroup:
+    def of(cls, trials: Iterable[Trial], until: int | Mapping[str, int], name: str = "",
+           sync: bool = False) -> TrialGroup:
         """Build a group; ``until`` is one iteration for all or a mapping by trial id."""
         trials = list(trials)
         if isinstance(until, Mapping):
@@ -53,7 +57,7 @@ class TrialGroup:
         bad = {k: v for k, v in budgets.items() if v < 1}
         if bad:
             raise ValueError(f"until must be a training_iteration >= 1, got {bad}")
-        return cls(trials, budgets, name)
+        return cls(trials, budgets, name, sync)
 
 
 class TrialGroupMixin:
@@ -65,10 +69,12 @@ class TrialGroupMixin:
     _fluid_executor: FluidExecutor | None = None
 
     def new_trial_group(
-        self, trials: Iterable[Trial], until: int | Mapping[str, int], name: str = ""
+        self, trials: Iterable[Trial], until: int | Mapping[str, int], name: str = "",
+        sync: bool = False,
     ) -> TrialGroup:
-        """Declare that ``trials`` form a TrialGroup, each to run to iteration ``until``."""
-        group = TrialGroup.of(trials, until, name)
+        """Declare that ``trials`` form a TrialGroup, each to run to iteration ``until``;
+        ``sync``: its members must stay in step (see ``TrialGroup``)."""
+        group = TrialGroup.of(trials, until, name, sync)
         if self._fluid_executor is not None:
             self._fluid_executor.add_group(group)
         return group
