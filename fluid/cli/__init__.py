@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from fluid import __version__
 from fluid.core.instance import InstanceError
@@ -33,9 +35,32 @@ SUBCOMMANDS: tuple[str, ...] = (
 USAGE_ERROR = 2
 
 
+_EMPHASIS = re.compile(r"(?<![\w*])\*(\S(?:[^*\n]*\S)?)\*(?![\w*])")
+
+
+def plain(text: str) -> str:
+    """Docstring markup out of help text: ``` ``code`` ``` and ``*emphasis*`` become plain."""
+    return _EMPHASIS.sub(r"\1", text.replace("``", ""))
+
+
+class FluidParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose help is plain text (subcommand parsers inherit it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for key in ("description", "epilog"):
+            if kwargs.get(key):
+                kwargs[key] = plain(kwargs[key])
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if isinstance(kwargs.get("help"), str):
+            kwargs["help"] = plain(kwargs["help"])
+        return super().add_argument(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``fluid`` parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = FluidParser(
         prog="fluid",
         description="Fluid: a resource-aware execution engine for hyperparameter tuning.",
     )

@@ -28,7 +28,8 @@ QUICK = {"t1": [0.5] * 6 + [5.0], "iters": 8, "gpus": 4}
 
 def register(subparsers: Any) -> None:
     """Add ``fluid bench e2e``."""
-    p = subparsers.add_parser("e2e", help="plain Tune vs Fluid on a real local Ray instance")
+    p = subparsers.add_parser("e2e", help="plain Tune vs Fluid on a real local Ray instance",
+                          description=__doc__)
     p.add_argument("--quick", action="store_true", help="a smaller job (under 10 minutes)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)

@@ -20,7 +20,8 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     """Add ``fluid bench load``."""
-    p = subparsers.add_parser("load", help="many zero-work trials: Fluid vs plain Tune")
+    p = subparsers.add_parser("load", help="many zero-work trials: Fluid vs plain Tune",
+                          description=__doc__)
     p.add_argument("--trials", type=int, default=1000, help="default %(default)s")
     p.add_argument("--gpus", type=int, default=64, help="logical GPUs (default %(default)s)")
     p.add_argument("--cpus", type=int, default=16,

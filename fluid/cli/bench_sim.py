@@ -25,6 +25,9 @@ def run_sim(args: argparse.Namespace) -> int:
     from fluid.sim.workloads import get_workload
 
     quiet_logs()
+    for name, value in (("--trials", args.trials), ("--gpus", args.gpus)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     executors = args.executors.split(",") if args.executors else list(EXECUTORS)
     for ex in executors:
         if ex not in EXECUTORS:

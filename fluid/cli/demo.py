@@ -37,7 +37,10 @@ def _mark_elastic() -> None:
 
 def register(subparsers: Any) -> None:
     """Add ``fluid demo``."""
-    p = subparsers.add_parser("demo", help="run a small tuning job under Fluid (no GPU needed)")
+    p = subparsers.add_parser(
+        "demo", help="run a small tuning job under Fluid (no GPU needed)",
+        description=__doc__.split("\n\n")[1] + " Needs no GPU: Ray runs with logical GPUs. "
+        "Fluid's plan changes are printed as they happen (the 'fluid' logger at INFO).")
     p.add_argument("--gpus", type=int, default=GPUS, help="logical GPUs (default %(default)s)")
     p.set_defaults(func=run)
 

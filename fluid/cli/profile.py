@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -32,9 +33,12 @@ def register(subparsers: Any) -> None:
 
 
 def _import(path: str) -> Any:
+    """``MODULE:NAME``, with the current folder importable (as ``python -m`` does)."""
     module, sep, name = path.partition(":")
     if not sep or not module or not name:
         raise ValueError(f"trainable must be MODULE:NAME, got {path!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # Ray passes the driver's sys.path on to its workers
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
@@ -44,16 +48,25 @@ def _import(path: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Profile and print; returns the exit code."""
     from fluid.cli import error
+    from fluid.core.checks import check_number
 
     try:
-        config = json.loads(args.config)
+        try:
+            config = json.loads(args.config)
+        except ValueError as e:
+            raise ValueError(f"--config must be a JSON object, got {args.config!r} ({e})") from None
         if not isinstance(config, dict):
-            raise ValueError("--config must be a JSON object")
+            raise ValueError(f"--config must be a JSON object, got {args.config!r}")
+        for name, value, low in (("--iterations", args.iterations, 2),
+                                 ("--max-pack", args.max_pack, 1),
+                                 ("--max-workers", args.max_workers, 1), ("--gpus", args.gpus, 1)):
+            check_number(name, value, low, integer=True)
+        if args.max_workers > args.gpus and not args.address:
+            raise ValueError(f"--max-workers must be <= --gpus ({args.gpus}), "
+                             f"got {args.max_workers}")
         trainable = _import(args.trainable)
     except ValueError as e:
         return error(str(e))
-    if args.gpus < 1:
-        return error(f"--gpus must be >= 1, got {args.gpus}")
     import ray
 
     from fluid.tune.profiler import DEFAULT_CACHE, profile

@@ -1,10 +1,13 @@
 """``fluid report RESULTS_DIR [RESULTS_DIR ...] [--out DIR]``: plot experiment runs as PNGs.
 
-Reads the ``run.json`` of each results directory (written by ``python -m experiments.run``) and
-writes, into ``--out`` (default: ``report/`` inside the first RESULTS_DIR):
+Plot what a tuning run did. RESULTS_DIR is a Ray Tune experiment directory (the
+storage_path/name of a Tune run, under FluidExecutor or not) or a results directory written by
+python -m experiments.run (holds run.json). Writes, into ``--out`` (default: ``report/``
+inside the first RESULTS_DIR):
 
 * ``best_metric.png``: best metric vs wall-clock time, one line per run (paper Figures 9-10);
-* ``utilization-<run>.png``: per-GPU utilisation heatmap of each run (paper Figures 2 and 6);
+* ``utilization-<run>.png``: per-GPU utilisation heatmap of each run (paper Figures 2 and 6),
+  or for a Tune directory ``gpu_use-<run>.png``: GPUs allocated to trials over time;
 * ``shapes-<run>.png``: each trial's shape (packed / one GPU / gang of w) over time.
 
 Needs matplotlib (``pip install 'fluid-tune[plot]'``). Also runs as ``python -m fluid.cli.report``.
@@ -25,7 +28,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "report",
         help="plot experiment runs (best metric over time, GPU heatmap, trial shapes)",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description="Plot what a tuning run did: best metric over time, GPU use, each "
+        "trial's shape over time. RESULTS_DIR is a Ray Tune experiment directory (the "
+        "storage_path/name of a Tune run) or a results directory of python -m experiments.run "
+        "(holds run.json).",
     )
     _add_arguments(p)
     p.set_defaults(func=run)
@@ -33,7 +39,11 @@ def register(subparsers: Any) -> None:
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULTS_DIR",
-                   help="results directory of a run (holds run.json)")
+                   help="a Ray Tune experiment directory, or a results directory with run.json")
+    p.add_argument("--metric", default=None,
+                   help="objective of a Tune directory (default: the experiment's own)")
+    p.add_argument("--mode", default=None, choices=("max", "min"),
+                   help="max or min (default: the experiment's own)")
     p.add_argument("-o", "--out", default=None,
                    help="directory for the PNGs (default: RESULTS_DIR/report of the first run)")
     p.add_argument("--json", action="store_true", help="list the written files as JSON")
@@ -45,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else Path(args.results[0]) / "report"
     try:
-        plots = write_report(args.results, out)
+        plots = write_report(args.results, out, args.metric, args.mode)
     except ReportError as e:
         print(f"fluid: error: {e}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ Example:
 """
 
 from fluid.core.bounds import best_found, lower_bound
+from fluid.core.checks import check_number
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
 from fluid.core.gpus import GpuPool
@@ -55,6 +56,7 @@ __all__ = [
     "TrialSpec",
     "allowed_widths",
     "best_found",
+    "check_number",
     "c_from_alpha",
     "d_from_beta",
     "dynamic_fluid",

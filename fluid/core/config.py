@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fluid.core.checks import check_number
 from fluid.core.model import TrialSpec
 from fluid.core.overheads import C_MAX, O_TH, S_TH, c_from_alpha, d_from_beta
 
@@ -34,20 +35,13 @@ class PolicyConfig:
     gpu_memory: float | None = None
 
     def __post_init__(self) -> None:
-        if self.c is not None and self.c < 1:
-            raise ValueError(f"c must be >= 1, got {self.c}")
-        if self.d is not None and self.d < 1:
-            raise ValueError(f"d must be >= 1, got {self.d}")
-        if not self.eps >= 0:
-            raise ValueError(f"eps must be >= 0 seconds, got {self.eps}")
-        if not 0 <= self.o_th < 1:
-            raise ValueError(f"o_th must be in [0, 1), got {self.o_th}")
-        if not 0 <= self.s_th < 1:
-            raise ValueError(f"s_th must be in [0, 1), got {self.s_th}")
-        if self.c_max < 1:
-            raise ValueError(f"c_max must be >= 1, got {self.c_max}")
-        if self.gpu_memory is not None and not self.gpu_memory > 0:
-            raise ValueError(f"gpu_memory must be > 0 GB, got {self.gpu_memory}")
+        check_number("c", self.c, 1, integer=True, optional=True)
+        check_number("d", self.d, 1, integer=True, optional=True)
+        check_number("eps", self.eps, 0, unit="seconds")
+        check_number("o_th", self.o_th, 0, 1, high_open=True)
+        check_number("s_th", self.s_th, 0, 1, high_open=True)
+        check_number("c_max", self.c_max, 1, integer=True)
+        check_number("gpu_memory", self.gpu_memory, 0, low_open=True, optional=True, unit="GB")
 
     def c_of(self, spec: TrialSpec) -> int:
         """``c_i``: the trial's own, else the group's, else derived from ``alpha_i``."""

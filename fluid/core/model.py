@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from fluid.core.checks import check_number
+
 #: Widths closer than this are the same width (1/3 as a float, sums of shares).
 WIDTH_TOL = 1e-9
 
@@ -72,20 +74,21 @@ class TrialSpec:
     memory: float | None = None
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.runtime, (int, float)) and math.isfinite(self.runtime)):
-            raise ValueError(f"trial {self.id!r}: runtime must be a finite number > 0")
-        if self.runtime <= 0:
-            raise ValueError(f"trial {self.id!r}: runtime must be > 0, got {self.runtime}")
-        if not self.alpha >= 1:
-            raise ValueError(f"trial {self.id!r}: alpha must be >= 1, got {self.alpha}")
-        if not self.beta >= 1:
-            raise ValueError(f"trial {self.id!r}: beta must be >= 1, got {self.beta}")
-        if self.c is not None and self.c < 1:
-            raise ValueError(f"trial {self.id!r}: c must be >= 1, got {self.c}")
-        if self.d is not None and self.d < 1:
-            raise ValueError(f"trial {self.id!r}: d must be >= 1, got {self.d}")
-        if self.memory is not None and not self.memory > 0:
-            raise ValueError(f"trial {self.id!r}: memory must be > 0 GB, got {self.memory}")
+        # Fast path (specs are rebuilt at every plan); the checks below name what is wrong.
+        if (type(self.runtime) is float and type(self.alpha) is float  # noqa: E721
+                and type(self.beta) is float and 0 < self.runtime < math.inf  # noqa: E721
+                and 1 <= self.alpha < math.inf and 1 <= self.beta < math.inf
+                and self.c is None and self.d is None and self.memory is None):
+            return
+        try:
+            check_number("runtime", self.runtime, 0, low_open=True, unit="seconds")
+            check_number("alpha", self.alpha, 1)
+            check_number("beta", self.beta, 1)
+            check_number("c", self.c, 1, integer=True, optional=True)
+            check_number("d", self.d, 1, integer=True, optional=True)
+            check_number("memory", self.memory, 0, low_open=True, optional=True, unit="GB")
+        except ValueError as e:
+            raise ValueError(f"trial {self.id!r}: {e}") from None
 
     def slowdown(self, w: float) -> float:
         """``f(w)`` for this trial's ``alpha`` and ``beta``."""

@@ -43,6 +43,8 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 
+from fluid.core.checks import check_number
+
 O_TH = 0.10
 S_TH = 0.05
 C_MAX = 8
@@ -89,13 +91,12 @@ def scaling_limit(iter_times: Mapping[int, float], s_th: float = S_TH) -> int:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _limit_from_overhead(x: float, threshold: float, cap: int) -> int:
+def _limit_from_overhead(x: float, threshold: float, cap: int, name: str = "overhead") -> int:
     # Throughput at k units under the model is k / x**(k-1) for both packing and scaling.
     # Same arithmetic as limit_from_throughputs over [k / x**(k-1) for k in 1..cap], but it
     # stops at the first unit that does not pay (O(answer), not O(cap)) and is cached: the
     # policy asks for c_i and d_i of every trial several times per plan.
-    if not x >= 1:
-        raise ValueError(f"overhead must be >= 1, got {x}")
+    check_number(name, x, 1)
     k, prev = 1, 1.0
     for j in range(2, cap + 1):
         cur = j / x ** (j - 1)
@@ -107,12 +108,12 @@ def _limit_from_overhead(x: float, threshold: float, cap: int) -> int:
 
 def c_from_alpha(alpha: float, o_th: float = O_TH, c_max: int = C_MAX) -> int:
     """``c`` implied by packing overhead ``alpha`` under the model, at most ``c_max``."""
-    return _limit_from_overhead(alpha, o_th, c_max)
+    return _limit_from_overhead(alpha, o_th, c_max, "alpha")
 
 
 def d_from_beta(beta: float, s_th: float = S_TH, d_max: int = 64) -> int:
     """``d`` implied by scaling overhead ``beta`` under the model, at most ``d_max``."""
-    return _limit_from_overhead(beta, s_th, d_max)
+    return _limit_from_overhead(beta, s_th, d_max, "beta")
 
 
 def _fit_exponent(ratios: Mapping[int, float]) -> float:

@@ -30,7 +30,7 @@ class Plot:
 
     Attributes:
         path: the file.
-        kind: ``"best_metric"``, ``"utilization"`` or ``"shapes"``.
+        kind: ``"best_metric"``, ``"utilization"``, ``"gpu_use"`` or ``"shapes"``.
         series: the labels of the plotted series (runs, GPUs or trials).
     """
 
@@ -56,21 +56,32 @@ def _pyplot() -> Any:
 # --------------------------------------------------------------------------- input
 
 
-def load_runs(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+def load_runs(
+    paths: Sequence[str | Path], metric: str | None = None, mode: str | None = None
+) -> list[dict[str, Any]]:
     """Run records from result directories (or ``run.json`` files), in the order given.
 
-    Each record gets ``_path`` (its file). Raises :class:`ReportError` for a directory without
-    a record or a file that is not one.
+    A directory without ``run.json`` that is a Ray Tune experiment (run under FluidExecutor or
+    not) is read from Tune's own files (:func:`fluid.report.load_tune_experiment`), with
+    ``metric``/``mode`` if given, else the experiment's. Each record gets ``_path``. Raises
+    :class:`ReportError` for a directory that is neither or a file that is not a record.
     """
+    from fluid.report._tune import is_tune_experiment, load_tune_experiment
+
     if not paths:
         raise ReportError("no results directory given")
     runs = []
     for p in paths:
         path = Path(p)
         file = path / RUN_FILE if path.is_dir() else path
+        if not file.is_file() and is_tune_experiment(path):
+            record = load_tune_experiment(path, metric, mode)
+            record["_path"] = str(path)
+            runs.append(record)
+            continue
         if not file.is_file():
-            raise ReportError(f"{p}: no run record ({RUN_FILE}); is it a results directory "
-                              "written by python -m experiments.run?")
+            raise ReportError(f"{p}: neither a run record ({RUN_FILE}, written by python -m "
+                              "experiments.run) nor a Ray Tune experiment directory")
         try:
             record = json.loads(file.read_text())
         except ValueError as e:
@@ -243,6 +254,46 @@ def plot_utilization(run: dict[str, Any], path: str | Path, label: str = "", bin
     return _save(fig, Path(path), "utilization", [f"GPU {g}" for g in names])
 
 
+def gpu_use(run: dict[str, Any]) -> list[tuple[float, float]]:
+    """``[(time, GPUs allocated to trials from then on), ...]``: the sum of trials' widths."""
+    changes: dict[float, float] = {}
+    for trial in run["trials"]:
+        shapes = sorted(trial.get("shapes") or [], key=lambda s: float(s[0]))
+        before = 0.0
+        for t, width, *_ in shapes:
+            now = float(width or 0.0)
+            changes[float(t)] = changes.get(float(t), 0.0) + now - before
+            before = now
+    level, out = 0.0, [(0.0, 0.0)]
+    for t in sorted(changes):
+        level += changes[t]
+        out.append((t, max(0.0, round(level, 9))))
+    return out
+
+
+def plot_gpu_use(run: dict[str, Any], path: str | Path, label: str = "") -> Plot:
+    """GPUs allocated to trials over time (a step line), from each trial's shapes."""
+    plt = _pyplot()
+    steps = gpu_use(run)
+    end = max(float(run["wall_clock"]), steps[-1][0])
+    xs, ys = [t for t, _ in steps] + [end], [v for _, v in steps] + [steps[-1][1]]
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    ax.step(xs, ys, where="post", color=ONE_GPU_COLOR, linewidth=2)
+    ax.fill_between(xs, ys, step="post", color=ONE_GPU_COLOR, alpha=0.25)
+    busy = sum(v * (xs[i + 1] - xs[i]) for i, v in enumerate(ys[:-1]))
+    head = f"{label}: " if label else ""
+    ax.set_title(f"{head}GPUs allocated to trials (sum of their fluid_gpus)\n{run['task']}, "
+                 f"{run['executor']} executor; {busy:.0f} GPU-seconds, peak {max(ys):g} GPUs",
+                 fontsize=10)
+    ax.set_xlabel(TIME_LABEL)
+    ax.set_ylabel("GPUs allocated")
+    ax.set_xlim(0, end * 1.01 if end > 0 else 1)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, Path(path), "gpu_use", ["GPUs allocated"])
+
+
 # --------------------------------------------------------------------------- shapes
 
 
@@ -373,14 +424,24 @@ def png_text(path: str | Path) -> dict[str, str]:
 # --------------------------------------------------------------------------- all
 
 
-def write_report(paths: Sequence[str | Path], out_dir: str | Path) -> list[Plot]:
-    """Write every plot for the runs in ``paths`` into ``out_dir``; return what was written."""
-    runs = load_runs(paths)
+def write_report(
+    paths: Sequence[str | Path], out_dir: str | Path, metric: str | None = None,
+    mode: str | None = None,
+) -> list[Plot]:
+    """Write every plot for the runs in ``paths`` into ``out_dir``; return what was written.
+
+    A Tune experiment directory (no ``run.json``) gets ``gpu_use-<run>.png`` in place of the
+    per-GPU heatmap: Tune's files record each trial's width, not which GPUs it ran on.
+    """
+    runs = load_runs(paths, metric, mode)
     labels = run_labels(runs)
     out = Path(out_dir)
     plots = [plot_best_metric(runs, out / "best_metric.png", labels)]
     for run, label in zip(runs, labels, strict=True):
         slug = _slug(label)
-        plots.append(plot_utilization(run, out / f"utilization-{slug}.png", label))
+        if run.get("source") == "tune":
+            plots.append(plot_gpu_use(run, out / f"gpu_use-{slug}.png", label))
+        else:
+            plots.append(plot_utilization(run, out / f"utilization-{slug}.png", label))
         plots.append(plot_shapes(run, out / f"shapes-{slug}.png", label))
     return plots

@@ -17,22 +17,30 @@ class ASHAScheduler(TrialGroupMixin, _RayASHAScheduler):
     """Ray's ``ASHAScheduler`` (async successive halving) with one rolling TrialGroup.
 
     ASHA has no iteration boundary, so its group is the trials admitted now; a trial's budget
-    is its next rung milestone (``max_t`` past the last), refreshed as it passes each rung.
+    is its next rung milestone (``max_t`` past the last), refreshed as it passes each rung,
+    in ASHA's ``time_attr`` (fractional milestones included).
     """
 
-    def _next_milestone(self, trial: Trial, iteration: int) -> int:
-        bracket = self._trial_info[trial.trial_id]
-        ahead = [m for m, _ in bracket._rungs if m > iteration]
-        return int(min(ahead)) if ahead else int(self._max_t)
+    def _next_milestone(self, trial: Trial, progress: float) -> float | None:
+        """The first milestone past ``progress``; ``None`` for a trial ASHA does not track."""
+        bracket = self._trial_info.get(trial.trial_id)
+        if bracket is None:  # completed or removed (Ray continues such trials): no budget
+            return None
+        ahead = [m for m, _ in bracket._rungs if m > progress]
+        return min(ahead) if ahead else self._max_t
+
+    def _declare(self, trial: Trial, progress: float, result: dict | None = None) -> None:
+        until = self._next_milestone(trial, progress)
+        if until is not None:
+            self.new_trial_group([trial], until, GROUP, time_attr=self._time_attr,
+                                 progress={trial.trial_id: result} if result else None)
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)
-        done = int(trial.last_result.get(self._time_attr, 0) or 0)
-        self.new_trial_group([trial], self._next_milestone(trial, done), GROUP)
+        self._declare(trial, float(trial.last_result.get(self._time_attr, 0) or 0))
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         action = super().on_trial_result(tune_controller, trial, result)
         if action == TrialScheduler.CONTINUE and self._time_attr in result:
-            until = self._next_milestone(trial, int(result[self._time_attr]))
-            self.new_trial_group([trial], until, GROUP)
+            self._declare(trial, float(result[self._time_attr]), result)
         return action

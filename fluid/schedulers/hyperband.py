@@ -32,7 +32,8 @@ class _RungGroups(TrialGroupMixin):
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)
         bracket, _ = self._trial_info[trial]
-        self.new_trial_group([trial], bracket._cumul_r, self._bracket_label(bracket))
+        self.new_trial_group([trial], bracket._cumul_r, self._bracket_label(bracket),
+                             time_attr=self._time_attr)
 
     def _process_bracket(self, tune_controller: Any, bracket: Any) -> str:
         milestone = bracket._cumul_r
@@ -44,7 +45,8 @@ class _RungGroups(TrialGroupMixin):
                 if t.status not in (Trial.TERMINATED, Trial.ERROR) and bracket.continue_trial(t)
             ]
             if survivors:
-                self.new_trial_group(survivors, bracket._cumul_r, self._bracket_label(bracket))
+                self.new_trial_group(survivors, bracket._cumul_r, self._bracket_label(bracket),
+                                     time_attr=self._time_attr)
         return action
 
 

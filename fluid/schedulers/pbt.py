@@ -16,21 +16,25 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
     """Ray's ``PopulationBasedTraining`` with the population as one TrialGroup.
 
     A trial's budget is its next perturbation: ``last_perturbation_time`` plus the
-    perturbation interval (with ``time_attr="training_iteration"``). The population is a
+    perturbation interval, in PBT's ``time_attr`` (fractional intervals included). The population is a
     ``sync`` group: under Fluid a member that reached its perturbation waits until the others
     have, so exploits clone donors at the same point as under plain Tune.
     """
 
-    def _until(self, trial: Trial) -> int:
+    def _declare(self, trial: Trial, result: dict | None = None) -> None:
         state = self._trial_state[trial]
-        return int(state.last_perturbation_time + self._perturbation_interval)
+        self.new_trial_group(
+            [trial], state.last_perturbation_time + self._perturbation_interval, GROUP,
+            time_attr=self._time_attr, progress={trial.trial_id: result} if result else None,
+            sync=True,
+        )
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)
-        self.new_trial_group([trial], self._until(trial), GROUP, sync=True)
+        self._declare(trial)
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         action = super().on_trial_result(tune_controller, trial, result)
         if trial in self._trial_state:
-            self.new_trial_group([trial], self._until(trial), GROUP, sync=True)
+            self._declare(trial, result)
         return action

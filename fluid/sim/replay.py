@@ -156,7 +156,7 @@ def replay_workload(
         model=lambda c: models[int(c["_replay"])],
         curve_of=lambda c: curves[int(c["_replay"])],  # type: ignore[arg-type,return-value]
         configs=[{"_replay": i} for i in range(len(records))],
-        description=f"replay of {len(records)} trials (alpha {alpha:g}, beta {beta:g} assumed)",
+        description=f"{len(records)} recorded trials (alpha {alpha:g}, beta {beta:g} assumed)",
     )
 
 

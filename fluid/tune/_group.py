@@ -10,19 +10,29 @@ the trials of a grid, the live trials of a HyperBand rung, a PBT population. Wit
             super().on_trial_add(tune_controller, trial)
             self.new_trial_group([trial], until=10)
 
+Budgets are in the algorithm's own unit, its ``time_attr`` (``training_iteration`` unless
+told otherwise; ``time_total_s``, or any increasing result key), fractional values included.
+Fluid sizes trials in iterations, so a group also carries each budget as the
+``training_iteration`` it is expected to end at (estimated from the trial's reported progress
+when the unit is another one).
+
 Outside Fluid the call does nothing, so an adapted scheduler still runs under plain Tune.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ray.tune.experiment import Trial
 
 if TYPE_CHECKING:
     from fluid.tune._executor import FluidExecutor
+
+#: The unit of budgets unless a scheduler says otherwise.
+ITERATIONS = "training_iteration"
 
 
 @dataclass
@@ -31,33 +41,90 @@ class TrialGroup:
 
     Attributes:
         trials: the trials of the group.
-        until: ``{trial_id: training_iteration}`` at which each trial's budget ends.
+        until: ``{trial_id: training_iteration}`` at which each trial's budget ends; ``None``
+            while it cannot be estimated yet (a budget in another unit, before the trial's
+            first result).
         name: a label for progress output (e.g. ``"bracket 0 rung 1"``).
+        time_attr: the unit of ``budget`` (the algorithm's ``time_attr``).
+        budget: ``{trial_id: value of time_attr}`` at which each trial's budget ends, as the
+            algorithm gave it (may be fractional).
         sync: the members must stay in step (a PBT population): a member that reached its
             budget waits, paused, until every unfinished member has reached its iteration.
     """
 
     trials: list[Trial]
-    until: dict[str, int] = field(default_factory=dict)
+    until: dict[str, int | None] = field(default_factory=dict)
     name: str = ""
+    time_attr: str = ITERATIONS
+    budget: dict[str, float] = field(default_factory=dict)
     sync: bool = False
 
     @classmethod
-    def of(cls, trials: Iterable[Trial], until: int | Mapping[str, int], name: str = "",
-           sync: bool = False) -> TrialGroup:
-        """Build a group; ``until`` is one iteration for all or a mapping by trial id."""
+    def of(
+        cls,
+        trials: Iterable[Trial],
+        until: float | Mapping[str, float],
+        name: str = "",
+        time_attr: str = ITERATIONS,
+        progress: Mapping[str, Mapping[str, Any]] | None = None,
+        sync: bool = False,
+    ) -> TrialGroup:
+        """Build a group.
+
+        Args:
+            trials: the trials.
+            until: the budget in ``time_attr`` units, one for all or a mapping by trial id;
+                finite and > 0.
+            name: the group's label.
+            time_attr: the unit of ``until``.
+            progress: the latest result of a trial where ``trial.last_result`` is not yet
+                updated (inside ``on_trial_result``); used to convert a budget in another unit
+                to iterations.
+            sync: the members must stay in step (see the class).
+        """
         trials = list(trials)
         if isinstance(until, Mapping):
             missing = [t.trial_id for t in trials if t.trial_id not in until]
             if missing:
                 raise ValueError(f"until has no budget for trials {missing}")
-            budgets = {t.trial_id: int(until[t.trial_id]) for t in trials}
+            budgets = {t.trial_id: until[t.trial_id] for t in trials}
         else:
-            budgets = {t.trial_id: int(until) for t in trials}
-        bad = {k: v for k, v in budgets.items() if v < 1}
+            budgets = {t.trial_id: until for t in trials}
+        bad = {k: v for k, v in budgets.items() if not _positive(v)}
         if bad:
-            raise ValueError(f"until must be a training_iteration >= 1, got {bad}")
-        return cls(trials, budgets, name, sync)
+            raise ValueError(f"until must be a finite number > 0 of {time_attr}, got {bad}")
+        if not isinstance(time_attr, str) or not time_attr:
+            raise ValueError(f"time_attr must be a result key (a non-empty str), got {time_attr!r}")
+        progress = progress or {}
+        iterations = {
+            t.trial_id: iteration_of(
+                budgets[t.trial_id], time_attr, progress.get(t.trial_id, t.last_result)
+            )
+            for t in trials
+        }
+        return cls(trials, iterations, name, time_attr, {k: float(v) for k, v in budgets.items()},
+                   sync)
+
+
+def _positive(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def iteration_of(budget: float, time_attr: str, result: Mapping[str, Any] | None) -> int | None:
+    """The ``training_iteration`` at which a trial reaches ``budget`` units of ``time_attr``.
+
+    In iterations, the first whole iteration at or past ``budget``. In another unit, estimated
+    from the trial's average progress per iteration so far (``result[time_attr] /
+    result["training_iteration"]``); ``None`` before the trial has reported progress.
+    """
+    if time_attr == ITERATIONS:
+        return max(1, math.ceil(budget - 1e-9))
+    result = result or {}
+    done, iteration = result.get(time_attr), result.get(ITERATIONS)
+    if not (_positive(done) and _positive(iteration)):
+        return None
+    return max(1, math.ceil(budget * iteration / done - 1e-9))
 
 
 class TrialGroupMixin:
@@ -69,12 +136,23 @@ class TrialGroupMixin:
     _fluid_executor: FluidExecutor | None = None
 
     def new_trial_group(
-        self, trials: Iterable[Trial], until: int | Mapping[str, int], name: str = "",
+        self,
+        trials: Iterable[Trial],
+        until: float | Mapping[str, float],
+        name: str = "",
+        *,
+        time_attr: str = ITERATIONS,
+        progress: Mapping[str, Mapping[str, Any]] | None = None,
         sync: bool = False,
     ) -> TrialGroup:
-        """Declare that ``trials`` form a TrialGroup, each to run to iteration ``until``;
-        ``sync``: its members must stay in step (see ``TrialGroup``)."""
-        group = TrialGroup.of(trials, until, name, sync)
+        """Declare that ``trials`` form a TrialGroup, each to run to ``until`` of ``time_attr``.
+
+        ``until`` is in the algorithm's unit (``time_attr``, iterations by default) and may be
+        fractional; ``progress`` maps a trial id to a result its ``last_result`` does not hold
+        yet (see :meth:`TrialGroup.of`); ``sync``: its members must stay in step (see
+        ``TrialGroup``).
+        """
+        group = TrialGroup.of(trials, until, name, time_attr, progress, sync)
         if self._fluid_executor is not None:
             self._fluid_executor.add_group(group)
         return group

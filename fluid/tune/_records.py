@@ -125,7 +125,7 @@ class TrialBook:
                     self.groups[g].name == group.name), None)
         if gid is None:
             gid = len(self.groups)
-            self.groups[gid] = TrialGroup([], {}, group.name, group.sync)
+            self.groups[gid] = TrialGroup([], {}, group.name, sync=group.sync)
             logger.info("Fluid: new TrialGroup %d %r", gid, group.name)
         target = self.groups[gid]
         target.sync = target.sync or group.sync

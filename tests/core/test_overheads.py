@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -66,10 +68,15 @@ def test_c_and_d_from_overheads() -> None:
     assert c_from_alpha(2.0) == 1  # O_2 = 0
     assert d_from_beta(1.0, d_max=16) == 16
     assert d_from_beta(1.1) == 7  # S_7 = 1 - 6/7 * 1.1 = 0.057, S_8 = 0.0375
-    with pytest.raises(ValueError, match="overhead must be >= 1"):
+    with pytest.raises(ValueError, match="alpha must be >= 1"):
         c_from_alpha(0.9)
-    with pytest.raises(ValueError, match="overhead must be >= 1"):
+    with pytest.raises(ValueError, match="beta must be >= 1"):
         d_from_beta(0.5)
+    for bad in (math.inf, math.nan):  # inf once divided by zero here
+        with pytest.raises(ValueError, match="alpha must be a finite number >= 1"):
+            c_from_alpha(bad)
+        with pytest.raises(ValueError, match="beta must be a finite number >= 1"):
+            d_from_beta(bad)
 
 
 @given(alpha=st.floats(1.0, 3.0), cap=st.integers(2, 64))
