@@ -319,8 +319,15 @@ class FluidExecutor(TrialScheduler):
                 self.planner.dirty = True
             caught_up = barrier.released(self._book)
             if self.planner.dirty or caught_up:
-                self.planner.plan(
-                    lambda: caught_up + eligible(self.base, self._book, tune_controller))
+                held: list[TrialRecord] = []
+
+                def startable() -> list[TrialRecord]:
+                    found = eligible(self.base, self._book, tune_controller)
+                    held.extend(r for r in found if barrier.held(self._book, r))
+                    return caught_up + [r for r in found if r not in held]
+
+                self.planner.plan(startable)
+                self.planner.dirty = self.planner.dirty or bool(held)  # look again next step
             rec = self.planner.next_ready()
             if rec is None:
                 return None
