@@ -108,7 +108,9 @@ def forgive_failures(controller: Any, forgive: Callable[[Any, Exception], bool])
     packed trial out of GPU memory). The wrapper lifts ``max_failures`` for that one call and
     puts the failure count back, so Tune recovers the trial and the user's budget is intact.
     """
-    original = controller._process_trial_failure
+    original = getattr(controller, "_process_trial_failure", None)
+    if original is None:  # a simulated controller: its trials never fail this way
+        return
 
     def process_trial_failure(trial: Any, exception: Exception) -> None:
         if not forgive(trial, exception):
