@@ -1,10 +1,9 @@
 """A Tune driver under FluidExecutor, killed and restored by ``test_restore.py``.
 
-``python -m tests.tune.driver_script STORAGE fresh|restore [grid|hyperopt|bohb]``
+``python -m tests.tune.driver_script STORAGE fresh|restore [grid|hyperopt]``
 
-``grid``: 4 grid trials, FIFO. ``hyperopt``: HyperOpt + Fluid's ASHA and ``bohb``: TuneBOHB +
-Fluid's HyperBandForBOHB, ``SAMPLES`` trials each (model-based searchers, whose suggestions
-Fluid limits by the trials in flight).
+``grid``: 4 grid trials, FIFO. ``hyperopt``: HyperOpt + Fluid's ASHA, ``SAMPLES`` trials (a
+model-based searcher, whose suggestions Fluid limits by the trials in flight).
 """
 
 from __future__ import annotations
@@ -37,24 +36,16 @@ class StatusFile(Callback):
             json.dump({t.trial_id: t.status for t in trials}, f)
 
 
-def _searched(searcher: str) -> tuple[dict, TuneConfig]:
-    """The param space and TuneConfig of a model-based searcher experiment."""
-    if searcher == "hyperopt":
-        from ray.tune.search.hyperopt import HyperOptSearch
+def _hyperopt() -> tuple[dict, TuneConfig]:
+    """The param space and TuneConfig of the HyperOpt + Fluid's ASHA experiment."""
+    from ray.tune.search.hyperopt import HyperOptSearch
 
-        from fluid.schedulers import ASHAScheduler
+    from fluid.schedulers import ASHAScheduler
 
-        search = HyperOptSearch(random_state_seed=0, n_initial_points=4)
-        base = ASHAScheduler(max_t=SEARCH_ITERS, grace_period=2, reduction_factor=2)
-    else:
-        from ray.tune.search.bohb import TuneBOHB
-
-        from fluid.schedulers import HyperBandForBOHB
-
-        search = TuneBOHB(seed=0)
-        base = HyperBandForBOHB(max_t=SEARCH_ITERS, reduction_factor=2)
+    base = ASHAScheduler(max_t=SEARCH_ITERS, grace_period=2, reduction_factor=2)
     space = {"q": tune.uniform(0.5, 2.0), "t": 0.5, "iters": SEARCH_ITERS}
-    config = TuneConfig(metric="score", mode="max", num_samples=SAMPLES, search_alg=search,
+    config = TuneConfig(metric="score", mode="max", num_samples=SAMPLES,
+                        search_alg=HyperOptSearch(random_state_seed=0, n_initial_points=4),
                         scheduler=FluidExecutor(base, cpus_per_trial=0.1, cpus_per_worker=0.1,
                                                 eps=0.3))
     return space, config
@@ -70,7 +61,7 @@ def main(storage: str, mode: str, searcher: str = "grid") -> None:
                 scheduler=FluidExecutor(cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.3)
             )
         else:
-            space, config = _searched(searcher)
+            space, config = _hyperopt()
         tuner = Tuner(modeled, param_space=space, tune_config=config,
                       run_config=RunConfig(name="exp", storage_path=storage, verbose=0,
                                            callbacks=[StatusFile(storage)]))
