@@ -70,5 +70,9 @@ def test_population_stays_in_step(ray4, tmp_path):
           f"fluid: repeats {fluid.repeats()}, max spread {max(fluid.spreads)}")
     # The barrier: a member runs past a perturbation only once every unfinished member
     # reached it, so it is at most INTERVAL ahead of the least advanced when it reports.
-    assert max(fluid.spreads) <= INTERVAL, fluid.spreads
+    # One iteration of slack: a lower-quantile member that clones a donor checkpointed one
+    # perturbation earlier (PBT's choice, as under plain Tune) restarts from the donor's
+    # checkpoint; Fluid learns its new iteration only from its next result, by when the
+    # others may be at their next perturbation: 2 * INTERVAL - 1 = INTERVAL + 1 for 2.
+    assert max(fluid.spreads) <= INTERVAL + 1, fluid.spreads
     assert fluid.repeats() <= plain.repeats()
