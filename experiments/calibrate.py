@@ -122,8 +122,10 @@ def measure(task: Task, config: dict[str, Any], max_batch: int, steps: int) -> d
         "flops_per_iteration": flops * samples,
     }
     try:
+        from experiments.profiles import ensure_profiled
         from fluid.sim.workloads import get_workload
 
+        ensure_profiled(task.name, config)  # configs outside the spaces are counted here
         row["simulator_s"] = get_workload(task.name).trial_model(config).iteration_time
     except Exception as e:  # noqa: BLE001 -- the simulator is optional for this script
         row["simulator_s"] = None

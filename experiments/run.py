@@ -32,19 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from experiments.tasks import TASKS, Task
+from fluid import algorithms
+from fluid.algorithms import ALGORITHMS
+from fluid.core.shapes import label
+from fluid.sim.workloads.spaces import TASK_SPACES
 
 __all__ = ["ALGORITHMS", "EXECUTORS", "Budget", "build_parser", "main", "run_experiment"]
 
-ALGORITHMS = ("grid", "random", "hyperband", "syncbohb", "bohb", "asha", "pbt", "hyperopt")
 EXECUTORS = ("fluid", "tune")
-
-#: Grid search: the hyperparameters swept per task (the others keep the task's defaults).
-GRIDS: dict[str, dict[str, list[Any]]] = {
-    "cifar10": {"lr": [0.01, 0.05, 0.1], "batch_size": [64, 128, 256]},
-    "wlm": {"lr": [5.0, 20.0, 40.0], "nhid": [256, 512, 650]},
-    "dcgan": {"lr_g": [1e-4, 2e-4, 1e-3], "lr_d": [1e-4, 2e-4, 1e-3]},
-}
-
 
 @dataclass(frozen=True)
 class Budget:
@@ -55,7 +50,7 @@ class Budget:
     reduction_factor: int = 3
     grace_period: int = 1  # ASHA's first rung
     perturbation_interval: int = 2  # PBT
-    grid_values: int = 3  # values per swept hyperparameter (grid)
+    grid_values: int = 3  # values per axis of the task's grid (grid)
     max_batches: int | None = None  # batches per iteration (None: an epoch)
 
 
@@ -111,62 +106,34 @@ def _space(task: Task, algorithm: str, budget: Budget) -> dict[str, Any]:
     from ray import tune
 
     if algorithm == "grid":
-        grid = {k: v[: budget.grid_values] for k, v in GRIDS[task.name].items()}
-        return {**task.default_config, **{k: tune.grid_search(v) for k, v in grid.items()}}
+        axes = TASK_SPACES[task.name].grid
+        grid = {k: tune.grid_search(v["grid_search"][: budget.grid_values]) for k, v in axes.items()}
+        return {**task.default_config, **grid}
     return {**task.default_config, **task.search_space}
 
 
 def build_algorithm(
     task: Task, algorithm: str, budget: Budget, seed: int = 0
 ) -> tuple[Any, Any, int]:
-    """``(scheduler or None, search_alg or None, num_samples)`` of ``algorithm`` for ``task``."""
-    from ray import tune
-
-    from fluid import schedulers as fs
-
-    rf, max_t = budget.reduction_factor, budget.max_t
-    if algorithm == "grid":
-        return None, None, 1
-    if algorithm == "random":
-        return None, None, budget.samples
-    if algorithm == "hyperband":
-        return fs.HyperBandScheduler(max_t=max_t, reduction_factor=rf), None, budget.samples
-    if algorithm in ("syncbohb", "bohb"):
-        from ray.tune.search.bohb import TuneBOHB
-
-        cls = fs.SyncBOHB if algorithm == "syncbohb" else fs.HyperBandForBOHB
-        return cls(max_t=max_t, reduction_factor=rf), TuneBOHB(seed=seed), budget.samples
-    if algorithm == "asha":
-        sched = fs.ASHAScheduler(max_t=max_t, grace_period=budget.grace_period, reduction_factor=rf)
-        return sched, None, budget.samples
-    if algorithm == "pbt":
-        mutations = {
-            k: v for k, v in task.search_space.items()
-            if isinstance(v, tune.search.sample.Float)
-        }  # fmt: skip
-        sched = fs.PopulationBasedTraining(
-            perturbation_interval=budget.perturbation_interval,
-            hyperparam_mutations=mutations,
-        )
-        return sched, None, budget.samples
-    if algorithm == "hyperopt":
-        from ray.tune.search.hyperopt import HyperOptSearch
-
-        return None, HyperOptSearch(random_state_seed=seed), budget.samples
-    raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    """``(scheduler or None, search_alg or None, num_samples)`` of ``algorithm`` for ``task``:
+    ``fluid.algorithms`` with the budget's knobs (Fluid's adapted schedulers)."""
+    options = algorithms.AlgorithmOptions(
+        max_t=budget.max_t, reduction_factor=budget.reduction_factor,
+        grace_period=budget.grace_period, perturbation_interval=budget.perturbation_interval,
+        mutations=TASK_SPACES[task.name].mutations,
+    )  # fmt: skip
+    return (
+        algorithms.build_scheduler(algorithm, options),
+        algorithms.build_searcher(algorithm, seed),
+        algorithms.num_samples(algorithm, budget.samples),
+    )
 
 
 # --------------------------------------------------------------------------- the run
 
 
-def _width_label(width: float) -> str:
-    if width < 1:
-        return f"{width:.3g} GPU (packed)"
-    return "1 GPU" if width == 1 else f"gang of {width:g}"
-
-
 def _shape_history(executor: Any) -> Any:
-    """``trial_id -> "1 GPU -> gang of 2"``: the widths a trial ran at, for progress lines."""
+    """``trial_id -> "1 GPU -> gang of 2 GPU"``: the widths a trial ran at, for progress lines."""
 
     def history(trial_id: str) -> str:
         if executor is None:
@@ -175,7 +142,7 @@ def _shape_history(executor: Any) -> Any:
         for _t, width, _ids in executor.shape_timeline(trial_id):
             if width and (not widths or widths[-1] != width):
                 widths.append(width)
-        return " -> ".join(_width_label(w) for w in widths) or "never started"
+        return " -> ".join(label(w) for w in widths) or "never started"
 
     return history
 
@@ -263,7 +230,7 @@ def run_experiment(args: argparse.Namespace) -> dict[str, Any]:
         data_dir = None if args.smoke else str(Path(args.data_dir).resolve())
         trainable = make_trainable(
             task, data_dir=data_dir, smoke=args.smoke, max_iterations=budget.max_t,
-            max_batches=budget.max_batches, cpus_per_worker=cpus_worker,
+            max_batches=budget.max_batches,
         )  # fmt: skip
         executor: FluidExecutor | None = None
         if args.executor == "fluid":

@@ -76,7 +76,6 @@ def make_trainable(
     max_batches: int | None = None,
     eval_batches: int | None = None,
     threads: int = 1,
-    cpus_per_worker: float = 1.0,
 ) -> Callable[[dict[str, Any]], None]:
     """An elastic Tune function trainable that trains ``task`` with the trial's config.
 
@@ -89,7 +88,6 @@ def make_trainable(
         max_batches: train at most this many global batches per iteration (``None``: an epoch).
         eval_batches: evaluate on at most this many batches (``None``: the whole split).
         threads: ``torch.set_num_threads`` in every worker (1 on a shared CPU).
-        cpus_per_worker: CPUs each gang worker holds (read by Fluid when it builds gangs).
     """
     task = get_task(task)
     name = task.name
@@ -135,4 +133,4 @@ def make_trainable(
             ft.report(metrics, checkpoint=checkpoint)
 
     loop.__name__ = loop.__qualname__ = f"{name}_loop"
-    return ft.elastic(loop, cpus_per_worker=cpus_per_worker)
+    return ft.elastic(loop)

@@ -38,7 +38,9 @@ def _one_line_naming(message: str, name: str) -> None:
     assert ", got " in message, message
 
 
-#: (option, bad value): refused today with FluidConfigError naming the option.
+#: (option, bad value): refused with FluidConfigError naming the option. The second half was
+#: accepted (or refused with a TypeError) before the options were checked with
+#: fluid.core.check_number (finite, range, integer) and the flags as bools.
 EXECUTOR_REFUSED = [
     ("alpha", 0.5), ("alpha", math.nan), ("beta", 0.9), ("c", 0), ("c", 2.5), ("c", math.inf),
     ("d", 0), ("d", 1.5), ("eps", -1.0), ("eps", math.nan), ("o_th", 1.5), ("o_th", -0.1),
@@ -46,30 +48,16 @@ EXECUTOR_REFUSED = [
     ("gpu_memory", math.inf), ("trial_memory", 0.0), ("max_outstanding", 0),
     ("cpus_per_trial", -1.0), ("cpus_per_worker", -1.0), ("cpus_per_worker", math.nan),
     ("default_iteration_time", 0.0),
-]
-
-#: Accepted (or refused with a TypeError) by the executor before its options moved to
-#: fluid/tune/_options.py; the fix there is to check every number with
-#: fluid.core.check_number (finite, range, integer) and the flags as bools.
-EXECUTOR_NOT_YET = [
     ("alpha", math.inf), ("alpha", "1.2"), ("alpha", None), ("beta", math.inf),
     ("eps", math.inf), ("trial_memory", math.inf), ("max_outstanding", 1.5),
     ("max_outstanding", math.inf), ("cpus_per_trial", math.inf),
     ("default_iteration_time", math.inf), ("elastic", "yes"), ("dynamic", "no"),
+    ("refine", 1), ("resize_requests", "no"), ("verbose", 0),
 ]
 
 
 @pytest.mark.parametrize(("name", "value"), EXECUTOR_REFUSED)
 def test_executor_options_out_of_range(name, value):
-    with pytest.raises(FluidConfigError) as e:
-        FluidExecutor(**{name: value})
-    _one_line_naming(str(e.value), name)
-
-
-@pytest.mark.xfail(strict=True, reason="option checks move to fluid/tune/_options.py (see "
-                   "EXECUTOR_NOT_YET); remove this mark once they use fluid.core.check_number")
-@pytest.mark.parametrize(("name", "value"), EXECUTOR_NOT_YET)
-def test_executor_options_not_yet_checked(name, value):
     with pytest.raises(FluidConfigError) as e:
         FluidExecutor(**{name: value})
     _one_line_naming(str(e.value), name)

@@ -23,39 +23,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from ray import tune
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from experiments.data.cifar10 import cifar10_datasets
+from fluid.sim.workloads.spaces import CIFAR10
 
 from ._common import Config, Device, evaluate_classifier, train_classifier_iteration
 
-NAME = "cifar10"
-METRIC, MODE, TARGET = "val_accuracy", "max", 0.90
+# The objective, search space and defaults live in fluid (the simulator models the same task).
+NAME, METRIC, MODE, TARGET = CIFAR10.name, CIFAR10.metric, CIFAR10.mode, CIFAR10.target
 ITERATION = "one epoch over the training loader (50,000 images; 512 in smoke mode)"
-TRAIN_SAMPLES = 50_000
-
-SEARCH_SPACE: dict[str, Any] = {
-    # architecture
-    "num_filters": tune.choice([32, 48, 64, 96]),
-    "kernel_size": tune.choice([3, 5]),
-    "dense_width": tune.choice([256, 512, 1024, 2048]),
-    # training
-    "lr": tune.loguniform(1e-3, 2e-1),
-    "momentum": tune.uniform(0.5, 0.99),
-    "dropout": tune.uniform(0.0, 0.6),
-    "batch_size": tune.choice([32, 64, 128, 256]),
-}
-DEFAULT_CONFIG: dict[str, Any] = {
-    "num_filters": 64,
-    "kernel_size": 5,
-    "dense_width": 1024,
-    "lr": 0.05,
-    "momentum": 0.9,
-    "dropout": 0.5,
-    "batch_size": 128,
-}
+TRAIN_SAMPLES = CIFAR10.train_samples
+SEARCH_SPACE: dict[str, Any] = dict(CIFAR10.space)
+DEFAULT_CONFIG: dict[str, Any] = dict(CIFAR10.defaults)
 WEIGHT_DECAY = 5e-4
 
 

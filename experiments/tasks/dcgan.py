@@ -27,33 +27,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from ray import tune
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from experiments.data.mnist import MNISTDataset, mnist_datasets
+from fluid.sim.workloads.spaces import DCGAN
 
 from ._common import Config, Device, batches, mean, unwrap
 
-NAME = "dcgan"
-METRIC, MODE, TARGET = "inception_score", "max", 5.2
+# The objective, search space and defaults live in fluid (the simulator models the same task).
+NAME, METRIC, MODE, TARGET = DCGAN.name, DCGAN.metric, DCGAN.mode, DCGAN.target
 ITERATION = "one epoch over the training images (60,000; 512 in smoke mode)"
-TRAIN_SAMPLES = 60_000
-
-SEARCH_SPACE: dict[str, Any] = {
-    "lr_g": tune.loguniform(1e-5, 1e-2),
-    "lr_d": tune.loguniform(1e-5, 1e-2),
-}
-DEFAULT_CONFIG: dict[str, Any] = {
-    "lr_g": 2e-4,
-    "lr_d": 2e-4,
-    # fixed (not searched); present so smoke mode can shrink them
-    "nz": 100,
-    "ngf": 64,
-    "ndf": 64,
-    "batch_size": 64,
-    "is_samples": 5000,
-}
+TRAIN_SAMPLES = DCGAN.train_samples
+SEARCH_SPACE: dict[str, Any] = dict(DCGAN.space)
+DEFAULT_CONFIG: dict[str, Any] = dict(DCGAN.defaults)
 CLASSIFIER_VERSION = 1
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from ray import tune
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -32,43 +31,17 @@ from experiments.data.wikitext2 import (
     TokenStream,
     wikitext2_datasets,
 )
+from fluid.sim.workloads.spaces import WLM, WLM_CELLS
 
 from ._common import Config, Device, evaluate_classifier, train_classifier_iteration
 
-NAME = "wlm"
-METRIC, MODE, TARGET = "val_perplexity", "min", 140.0
+# The objective, search space and defaults live in fluid (the simulator models the same task).
+NAME, METRIC, MODE, TARGET = WLM.name, WLM.metric, WLM.mode, WLM.target
 ITERATION = "one epoch over the training token stream in bptt windows (~2.1M tokens; ~20k smoke)"
-TRAIN_SAMPLES = (
-    2_088_628  # ~training tokens of WikiText-2 (Merity et al.); windows = tokens // bptt
-)
-CELLS = ("RNN_TANH", "RNN_RELU", "LSTM", "GRU")
-
-SEARCH_SPACE: dict[str, Any] = {
-    # architecture
-    "cell": tune.choice(list(CELLS)),
-    "emsize": tune.choice([128, 256, 512, 650]),
-    "nhid": tune.choice([128, 256, 512, 650]),
-    "nlayers": tune.choice([1, 2, 3]),
-    # training
-    "lr": tune.loguniform(1.0, 40.0),
-    "dropout": tune.uniform(0.0, 0.6),
-    "batch_size": tune.choice([10, 20, 32, 64]),
-    "bptt": tune.choice([25, 35, 50, 70]),
-    "clip": tune.uniform(0.1, 1.0),
-    "tied": tune.choice([False, True]),
-}
-DEFAULT_CONFIG: dict[str, Any] = {
-    "cell": "LSTM",
-    "emsize": 650,
-    "nhid": 650,
-    "nlayers": 2,
-    "lr": 20.0,
-    "dropout": 0.5,
-    "batch_size": 20,
-    "bptt": 35,
-    "clip": 0.25,
-    "tied": True,
-}
+TRAIN_SAMPLES = WLM.train_samples  # windows = tokens // bptt
+CELLS = WLM_CELLS
+SEARCH_SPACE: dict[str, Any] = dict(WLM.space)
+DEFAULT_CONFIG: dict[str, Any] = dict(WLM.defaults)
 
 
 class RNNLanguageModel(nn.Module):

@@ -59,8 +59,8 @@ def _run(job: str, executor: str, t1: list[float], iters: int, storage: str) -> 
     from ray import tune
 
     from fluid import FluidExecutor
+    from fluid.algorithms import REDUCTION_FACTOR
     from fluid.schedulers import HyperBandScheduler
-    from fluid.sim.experiment import REDUCTION_FACTOR
 
     base = (HyperBandScheduler(max_t=iters, reduction_factor=REDUCTION_FACTOR)
             if job == "hyperband" else None)

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         )
         rss1 = _rss_mb()
         print(f"Fluid: {args.trials} trials ...", file=sys.stderr, flush=True)
-        executor = FluidExecutor(cpus_per_trial=1.0)
+        executor = FluidExecutor(cpus_per_trial=1.0, resize_requests=True)
         fluid_s, fluid = _timed(
             tune.with_resources(zero_work, {"cpu": 1, "gpu": 1}), args.trials,
             storage_path=storage, scheduler=executor,

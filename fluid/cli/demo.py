@@ -3,8 +3,10 @@
 Seven trials of a grid search, five short and two long (the modeled trainable of
 ``fluid.train.modeled``: it sleeps for what its shape would take on a GPU), on 4 logical GPUs.
 The output shows Fluid's plan as it changes (who is packed, who runs as a gang, who is
-resized), then a summary: the time it took, the best configuration, what plain Tune would
-have needed for the same work under the same model, and a text timeline of every trial.
+resized); then plain Tune runs the same job (the same trainable at one GPU per trial, FIFO);
+then a summary: both measured wall-clock times and the measured speedup beside the
+simulator's prediction for the same job, the best configuration, and a text timeline of
+every trial under Fluid.
 """
 
 from __future__ import annotations
@@ -92,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     print("Starting a local Ray instance ...", flush=True)
     ray.init(address="local", num_cpus=2, num_gpus=args.gpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING)
-    executor = FluidExecutor(alpha=ALPHA, cpus_per_trial=0.1, cpus_per_worker=0.05, eps=1.0)
+    # verbose=True: the plan lines are printed although Tune itself is quiet (verbose=0).
+    executor = FluidExecutor(alpha=ALPHA, cpus_per_trial=0.1, cpus_per_worker=0.05, eps=1.0,
+                             verbose=True)
     t0 = time.monotonic()
     handler = _PlanPrinter(t0, executor)
     fluid_log = logging.getLogger("fluid")
@@ -102,17 +106,19 @@ def run(args: argparse.Namespace) -> int:
 
     print("Fluid's plan as it changes:")
     try:
-        tuner = tune.Tuner(
-            demo_trainable,
-            param_space={"t1": tune.grid_search(T1), "iters": ITERS},
-            tune_config=tune.TuneConfig(scheduler=executor, metric="score", mode="max"),
-            run_config=tune.RunConfig(verbose=0, storage_path=_results_dir()),
-        )
-        results = tuner.fit()
+        results, elapsed = _fit(tune, demo_trainable, executor)
+        fluid_log.removeHandler(handler)
+        print(f"Fluid: done in {elapsed:.1f}s. Now plain Tune on the same job (one trial per "
+              "GPU, FIFO) ...", flush=True)
+
+        def plain_trainable(config: dict) -> None:  # with_resources marks the function itself
+            demo_trainable(config)
+
+        _, plain_s = _fit(tune, tune.with_resources(plain_trainable, {"cpu": 0.1, "gpu": 1}),
+                          None)
     finally:
         fluid_log.removeHandler(handler)
         ray.shutdown()
-    elapsed = time.monotonic() - t0
     best = results.get_best_result()
 
     from fluid.cli.bench_e2e import predict_modeled
@@ -120,13 +126,14 @@ def run(args: argparse.Namespace) -> int:
     sim = predict_modeled("grid", T1, ITERS, args.gpus, start_s=1.0, alpha=ALPHA, beta=1.0)
     fifo, dyn = sim["tune"], sim["fluid"]
     print()
-    print(f"Done in {elapsed:.1f}s wall clock ({executor.hook_seconds * 1000:.0f} ms of it in "
-          f"Fluid's hooks; {executor.resizes} resizes).")
+    print("Wall clock of the same job     measured   simulator (fluid.sim, 1 s per trial start)")
+    print(f"  plain Tune (1 GPU per trial) {plain_s:7.1f}s   {fifo:7.1f}s")
+    print(f"  Fluid                        {elapsed:7.1f}s   {dyn:7.1f}s")
+    print(f"  speedup                      {plain_s / elapsed:7.2f}x   {fifo / dyn:7.2f}x")
+    print(f"Fluid's hooks took {executor.hook_seconds * 1000:.0f} ms of its run; "
+          f"{executor.resizes} resizes. Where measured and simulated times differ, it is Ray's "
+          "own overhead on this machine (see fluid bench e2e).")
     print(f"Best config: t1={best.config['t1']:g}s, score {best.metrics['score']:.3f}.")
-    print(f"The simulator (fluid.sim) for the same job, with 1 s per trial start: plain Tune "
-          f"(one trial per GPU, FIFO) {fifo:.1f}s; Fluid {dyn:.1f}s "
-          f"(predicted speedup {fifo / dyn:.2f}x). The difference to the wall clock above is "
-          f"Ray's own overhead on this machine (see fluid bench e2e).")
     print("\nTimeline (time since start: shape):")
     rows = []
     for r in results:
@@ -139,6 +146,19 @@ def run(args: argparse.Namespace) -> int:
     _plot(rows, elapsed, args.gpus)
     sys.stdout.flush()
     return 0
+
+
+def _fit(tune: Any, trainable: Any, scheduler: Any) -> tuple[Any, float]:
+    """Run the demo's grid on ``trainable`` under ``scheduler``; the results and seconds."""
+    t0 = time.monotonic()
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"t1": tune.grid_search(T1), "iters": ITERS},
+        tune_config=tune.TuneConfig(scheduler=scheduler, metric="score", mode="max"),
+        run_config=tune.RunConfig(verbose=0, storage_path=_results_dir()),
+    )
+    results = tuner.fit()
+    return results, time.monotonic() - t0
 
 
 def _plot(rows: list[dict[str, Any]], elapsed: float, gpus: int) -> None:

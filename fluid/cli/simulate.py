@@ -50,7 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ALGORITHMS = ("grid", "random", "hyperband", "syncbohb", "bohb", "asha", "pbt", "hyperopt")
+from fluid.algorithms import ALGORITHMS
+
 WORKLOADS = ("cifar10", "wlm", "dcgan", "synthetic")
 
 

@@ -63,6 +63,8 @@ class TrialSpec:
         d: most GPUs this trial may use (``d_i >= 1``); ``None``: from policy. ``d = 1``
             for trainables that cannot run as a gang.
         memory: peak GPU memory of one replica in GB; ``None`` when unknown (not checked).
+        w_min: least width the trial may get (what its user asked for: a share, one GPU,
+            ``g`` GPUs); ``None``: any width from ``1/c_i``.
     """
 
     id: str
@@ -72,13 +74,15 @@ class TrialSpec:
     c: int | None = None
     d: int | None = None
     memory: float | None = None
+    w_min: float | None = None
 
     def __post_init__(self) -> None:
         # Fast path (specs are rebuilt at every plan); the checks below name what is wrong.
         if (type(self.runtime) is float and type(self.alpha) is float  # noqa: E721
                 and type(self.beta) is float and 0 < self.runtime < math.inf  # noqa: E721
                 and 1 <= self.alpha < math.inf and 1 <= self.beta < math.inf
-                and self.c is None and self.d is None and self.memory is None):
+                and self.c is None and self.d is None and self.memory is None
+                and self.w_min is None):
             return
         try:
             check_number("runtime", self.runtime, 0, low_open=True, unit="seconds")
@@ -87,6 +91,7 @@ class TrialSpec:
             check_number("c", self.c, 1, integer=True, optional=True)
             check_number("d", self.d, 1, integer=True, optional=True)
             check_number("memory", self.memory, 0, low_open=True, optional=True, unit="GB")
+            check_number("w_min", self.w_min, 0, low_open=True, optional=True)
         except ValueError as e:
             raise ValueError(f"trial {self.id!r}: {e}") from None
 

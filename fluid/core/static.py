@@ -61,6 +61,7 @@ def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> d
     """The widths of Algorithm 1, in non-increasing order of ``h_i1`` (ties: input order).
 
     ``n`` is the capacity the group may use; gang widths are also capped at ``floor(n)``.
+    A trial's ``w_min`` (what its user asked for) is a floor, even above ``n``: it then waits.
     """
     order = sorted(trials, key=lambda t: -t.runtime)
     total = sum(t.runtime for t in order)
@@ -77,6 +78,8 @@ def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> d
             widths[t.id] = 1.0
         else:
             widths[t.id] = float(min(f, config.d_of(t, whole)))
+        if t.w_min is not None and widths[t.id] < t.w_min - WIDTH_TOL:
+            widths[t.id] = t.w_min  # what the user asked for, even beyond the free capacity
     return widths
 
 

@@ -13,11 +13,11 @@ Example:
     ['fluid', 'lower_bound', 'tune']
 """
 
+from fluid.algorithms import ALGORITHMS
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster
 from fluid.sim.controller import RestartCosts, RunStats, SimController, SimulationStalled
 from fluid.sim.experiment import (
-    ALGORITHMS,
     EXECUTORS,
     LOWER_BOUND,
     Comparison,

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from ray.tune import PlacementGroupFactory
 
 from fluid.core import GpuPool
+from fluid.core.shapes import width_of
 
 #: Most packed trials on one simulated GPU (Ray itself has no limit; Fluid's ``c`` decides).
 MAX_PER_GPU = 64
@@ -44,7 +45,7 @@ MAX_PER_GPU = 64
 
 def pgf_width(pgf: PlacementGroupFactory) -> float:
     """GPUs a placement group asks for in all (a share when below one)."""
-    return float(sum(b.get("GPU", 0) for b in pgf.bundles))
+    return width_of(pgf.bundles)
 
 
 class SimCluster:

@@ -57,165 +57,45 @@ from __future__ import annotations
 
 import copy
 import heapq
-import math
 import os
-import random
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
-from ray.train import Checkpoint
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter, SearchAlgorithm
-from ray.tune.utils import flatten_dict
 
-from fluid.core.model import is_packed
+from fluid.sim._actors import SimActors
+from fluid.sim._decisions import TuneDecisions
+from fluid.sim._state import (
+    RESTORED,
+    RESULT,
+    SAVED,
+    START,
+    NoSyncer,
+    SimActor,
+    SimTrialState,
+    seeded,
+)
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster, pgf_width
+from fluid.sim.costs import RestartCosts
+from fluid.sim.outcome import RunStats, SimulationStalled
 from fluid.sim.profiling import exact_profile
 from fluid.sim.truth import fits_memory, iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
-from fluid.tune._ray_compat import _FutureTrainingResult, _TrainingResult
 
-_START, _RESULT, _SAVED, _RESTORED = "start", "result", "saved", "restored"
-
-
-@dataclass(frozen=True)
-class RestartCosts:
-    """Seconds a trial spends not training when it (re)starts, saves or restores.
-
-    Attributes:
-        actor_start_s: a new Ray actor: process start, ``import torch``, CUDA context,
-            dataset loaders (2-5 s measured for the experiment trainables on a warm node;
-            5 s, the upper end, calibrated on the paper's Table 2: docs/simulator.md).
-        gang_setup_s: extra for a gang: worker actors and the ``torch.distributed`` rendezvous.
-        save_fixed_s: Tune's save round trip besides writing the checkpoint.
-        restore_fixed_s: Tune's restore round trip besides reading it.
-        storage_gbps: checkpoint write/read bandwidth in GB/s (local NVMe or a shared FS).
-    """
-
-    actor_start_s: float = 5.0
-    gang_setup_s: float = 1.0
-    save_fixed_s: float = 0.2
-    restore_fixed_s: float = 0.2
-    storage_gbps: float = 1.0
-
-    @classmethod
-    def zero(cls) -> RestartCosts:
-        """Free (re)starts: for scenarios checked against the policy core by hand."""
-        return cls(0.0, 0.0, 0.0, 0.0, math.inf)
-
-    def start(self, width: float) -> float:
-        """Seconds from placement to a running actor."""
-        gang = not is_packed(width) and round(width) > 1
-        return self.actor_start_s + (self.gang_setup_s if gang else 0.0)
-
-    def save(self, model: TrialModel) -> float:
-        """Seconds to save a checkpoint."""
-        return self.save_fixed_s + model.checkpoint_gb / self.storage_gbps
-
-    def restore(self, model: TrialModel) -> float:
-        """Seconds to restore a checkpoint."""
-        return self.restore_fixed_s + model.checkpoint_gb / self.storage_gbps
+__all__ = [
+    "RestartCosts",
+    "RunStats",
+    "SimController",
+    "SimulationStalled",
+]
 
 
-@dataclass
-class RunStats:
-    """What one simulated experiment measured.
-
-    Attributes:
-        makespan: simulated seconds until every trial finished.
-        time_to_target: first simulated time a reported metric met the target (``None``: never).
-        best: best metric value reported.
-        gpu_seconds: GPU time held by trials (``SimCluster``).
-        gpu_utilization: mean busy fraction of the cluster's GPUs over the makespan.
-        trials: number of trials.
-        results: number of training results.
-        restarts: actor starts beyond each trial's first.
-        steps: controller steps.
-        work: per trial, ``(iterations trained, mean one-GPU iteration time, alpha, beta,
-            iteration at which it met the target or None)``; ``alpha``, ``beta`` from a
-            noise-free simulated profile (``fluid.sim.profiling``).
-        spans: per trial id, ``(first start of training, end)`` in simulated seconds.
-        best_curve: ``[(time, best so far)]`` at every improvement.
-    """
-
-    makespan: float
-    time_to_target: float | None
-    best: float | None
-    gpu_seconds: float
-    gpu_utilization: float
-    trials: int
-    results: int
-    restarts: int
-    steps: int
-    work: list[tuple[int, float, float, float, int | None]] = field(default_factory=list)
-    spans: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
-    best_curve: list[tuple[float, float]] = field(default_factory=list)
-    oom_errors: int = 0
-
-
-class SimulationStalled(RuntimeError):
-    """Nothing can happen any more but the experiment is not finished (a searcher that never
-    suggests, a shape that never fits, a paused trial its scheduler never resumes).
-
-    Real Tune hangs in the same state. ``stats`` holds what was measured until then.
-    """
-
-    def __init__(self, message: str, stats: RunStats | None = None) -> None:
-        super().__init__(message)
-        self.stats = stats
-
-
-@dataclass
-class _Actor:
-    token: int
-    pgf: Any
-    asked: float  # GPUs the placement group asks for
-    width: float | None = None  # None until placed
-    busy_until: float = 0.0
-    started: bool = False
-
-
-@dataclass
-class _SimState:
-    index: int
-    model: TrialModel | None = None
-    curve: Any = None
-    state: float | None = None  # learning-curve state
-    iteration: int = 0
-    train_time: float = 0.0
-    work_time: float = 0.0  # one-GPU seconds of the iterations trained
-    starts: int = 0
-    reached: int | None = None  # iteration at which it first met the target
-    first_start: float | None = None  # when it first started training
-    end: float | None = None  # when it was stopped
-    rng: np.random.Generator | None = None
-    config_key: Any = None
-
-
-class _SimFuture(_FutureTrainingResult):
-    """A save in flight, as PBT sees it: resolves to the checkpoint it will hold."""
-
-    def __init__(self, result: _TrainingResult) -> None:
-        super().__init__(None)
-        self._result = result
-
-    def resolve(self, block: bool = True) -> _TrainingResult | None:
-        return self._result
-
-
-class _Syncer:
-    def wait(self) -> None:
-        """Nothing to sync: the simulation writes no files."""
-
-
-class SimController:
+class SimController(TuneDecisions, SimActors):
     """Drives a Tune scheduler and search algorithm to completion on simulated GPUs.
 
     Args:
@@ -272,9 +152,9 @@ class SimController:
         }
         self._pending_trials_list: list[Trial] = []
         self._staged: dict[Trial, None] = {}
-        self._actors: dict[Trial, _Actor] = {}
+        self._actors: dict[Trial, SimActor] = {}
         self._waiting_actors: list[Trial] = []  # actors requested, resources not placed yet
-        self._sim: dict[Trial, _SimState] = {}
+        self._sim: dict[Trial, SimTrialState] = {}
         self._queued_decisions: dict[str, str] = {}
         self._cached_decisions: dict[str, str] = {}
         self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
@@ -293,7 +173,7 @@ class SimController:
         self._best: float | None = None
         self._best_curve: list[tuple[float, float]] = []
         self._tmp = tempfile.mkdtemp(prefix="fluid_sim_")
-        self._storage = SimpleNamespace(experiment_driver_staging_path=None, syncer=_Syncer())
+        self._storage = SimpleNamespace(experiment_driver_staging_path=None, syncer=NoSyncer())
         self._resource_updater = self.cluster
         self._max_pending_trials = (
             max_pending_trials if max_pending_trials is not None else self._auto_max_pending()
@@ -339,7 +219,7 @@ class SimController:
     # ------------------------------------------------------------------ main loop
     def run(self) -> RunStats:
         """Step until the experiment is finished; returns what was measured."""
-        with _seeded(self.seed):
+        with seeded(self.seed):
             try:
                 while not self.is_finished():
                     if self._iteration >= self._max_steps:
@@ -422,7 +302,7 @@ class SimController:
         """``TuneController.add_trial``."""
         trial.create_placement_group_factory()
         self._trials.append(trial)
-        sim = _SimState(len(self._sim))
+        sim = SimTrialState(len(self._sim))
         sim.rng = np.random.default_rng([self.seed, sim.index])
         self._sim[trial] = sim
         if trial.status != Trial.TERMINATED:
@@ -444,90 +324,6 @@ class SimController:
         if status == Trial.PENDING:
             self._pending_trials_list.append(trial)
         trial.set_status(status)
-
-    # ------------------------------------------------------------------ actors
-    def _maybe_add_actors(self) -> bool:
-        worked = False
-        trial_to_run = self._scheduler_alg.choose_trial_to_run(self)
-        if trial_to_run and trial_to_run not in self._staged and trial_to_run not in self._actors:
-            self._set_trial_status(trial_to_run, Trial.PENDING)
-            self._staged[trial_to_run] = None
-            self._schedule_trial_actor(trial_to_run)
-            worked = True
-        candidates, keep = self._pending_trials_list, []
-        while candidates:
-            if len(self._waiting_actors) >= self._max_pending_trials:
-                break
-            trial = candidates.pop(0)
-            if trial not in self._status[Trial.PENDING]:
-                continue
-            if trial in self._actors:
-                keep.append(trial)
-                continue
-            if trial in self._staged:
-                continue
-            self._staged[trial] = None
-            self._schedule_trial_actor(trial)
-            worked = True
-        self._pending_trials_list = keep + candidates
-        return worked
-
-    def _schedule_trial_actor(self, trial: Trial) -> None:
-        assert trial.status == Trial.PENDING
-        self._tokens += 1
-        pgf = trial.placement_group_factory
-        self._actors[trial] = _Actor(self._tokens, pgf, pgf_width(pgf))
-        self._waiting_actors.append(trial)
-        self._placement_dirty = True
-
-    def _try_start_actors(self) -> bool:
-        # Only when something changed: an actor was requested or GPUs were released.
-        if not self._placement_dirty:
-            return False
-        self._placement_dirty = False
-        worked, still = False, []
-        failed: set[float] = set()  # shapes that did not fit in this pass
-        for trial in self._waiting_actors:
-            actor = self._actors.get(trial)
-            if actor is None or actor.width is not None:
-                continue
-            sim = self._sim[trial]
-            self._model(trial)  # known before placement: co-runners look it up
-            width = None
-            if actor.asked not in failed and (actor.asked <= 0 or self.cluster.pool.has_free()):
-                # Ray does not check GPU memory: an overfull GPU fails at start (_actor_started)
-                width = self.cluster.place(trial.trial_id, actor.pgf)
-            if width is None:
-                failed.add(actor.asked)
-                still.append(trial)
-                continue
-            actor.width = width
-            sim.starts += 1
-            self._push(self.clock() + self.costs.start(width), _START, trial, actor.token)
-            worked = True
-        self._waiting_actors = still
-        return worked
-
-    def _remove_actor(self, trial: Trial) -> None:
-        actor = self._actors.pop(trial, None)
-        if actor is None:
-            return
-        if trial in self._waiting_actors:
-            self._waiting_actors.remove(trial)
-        self._staged.pop(trial, None)
-        self.cluster.release(trial.trial_id)
-        self._placement_dirty = True
-
-    def _push(self, time: float, kind: str, trial: Trial, token: int) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (time, self._seq, kind, trial, token))
-
-    def _task_at(self, trial: Trial, duration: float) -> float:
-        """When a task of ``duration`` queued on the trial's actor now completes."""
-        actor = self._actors[trial]
-        end = max(self.clock(), actor.busy_until) + duration
-        actor.busy_until = end
-        return end
 
     def _model(self, trial: Trial) -> TrialModel:
         sim = self._sim[trial]
@@ -564,13 +360,13 @@ class SimController:
         actor = self._actors.get(trial)
         if actor is None or actor.token != token:
             return  # the actor this event belonged to is gone
-        if kind == _START:
+        if kind == START:
             self._actor_started(trial)
-        elif kind == _RESULT:
+        elif kind == RESULT:
             self._on_training_result(trial)
-        elif kind == _SAVED:
+        elif kind == SAVED:
             self._on_saving_result(trial)
-        elif kind == _RESTORED:
+        elif kind == RESTORED:
             self._process_trial_restore(trial)
 
     def _actor_started(self, trial: Trial) -> None:
@@ -594,7 +390,7 @@ class SimController:
             return False
         trial.temporary_state.restoring_from = checkpoint_result
         end = self._task_at(trial, self.costs.restore(self._model(trial)))
-        self._push(end, _RESTORED, trial, self._actors[trial].token)
+        self._push(end, RESTORED, trial, self._actors[trial].token)
         return True
 
     def _process_trial_restore(self, trial: Trial) -> None:
@@ -622,7 +418,7 @@ class SimController:
         self.cluster.set_active(trial.trial_id, timing.busy)
         if sim.first_start is None:
             sim.first_start = max(self.clock(), actor.busy_until)
-        self._push(self._task_at(trial, duration), _RESULT, trial, actor.token)
+        self._push(self._task_at(trial, duration), RESULT, trial, actor.token)
 
     def _on_training_result(self, trial: Trial) -> None:
         sim, actor = self._sim[trial], self._actors[trial]
@@ -666,128 +462,6 @@ class SimController:
         if self._time_to_target is None and w.reached(value):
             self._time_to_target = self.clock()
 
-    def _process_trial_results(self, trial: Trial, results: list[dict]) -> None:
-        for result in results:
-            decision = self._process_trial_result(trial, result)
-            if decision == TrialScheduler.STOP:
-                break
-
-    def _process_trial_result(self, trial: Trial, result: dict[str, Any]) -> str | None:
-        result.update(trial_id=trial.trial_id)
-        flat_result = flatten_dict(result)
-        stop = self._stopper is not None and self._stopper(trial.trial_id, result)
-        if stop or trial.should_stop(flat_result):
-            decision = TrialScheduler.STOP
-        else:
-            decision = self._scheduler_alg.on_trial_result(self, trial, flat_result)
-        if decision == TrialScheduler.STOP:
-            result.update(done=True)
-        else:
-            self._search_alg.on_trial_result(trial.trial_id, flat_result)
-        trial.update_last_result(result)
-        if trial.is_saving:
-            if not self._cached_decisions.get(trial.trial_id) or decision in (
-                TrialScheduler.PAUSE, TrialScheduler.STOP
-            ):
-                self._cached_decisions[trial.trial_id] = decision
-            return None
-        self._queue_decision(trial, decision)
-        return decision
-
-    def _queue_decision(self, trial: Trial, decision: str) -> None:
-        old = self._queued_decisions.setdefault(trial.trial_id, decision)
-        if old is TrialScheduler.STOP:
-            return
-        if decision is TrialScheduler.STOP or decision is TrialScheduler.PAUSE:
-            self._queued_decisions[trial.trial_id] = decision
-
-    def _maybe_execute_queued_decision(self, trial: Trial, after_save: bool = False) -> None:
-        decision = self._queued_decisions.pop(trial.trial_id, None)
-        if decision:
-            self._execute_action(trial, decision, after_save=after_save)
-
-    def _execute_action(self, trial: Trial, decision: str, after_save: bool = False) -> None:
-        if decision == TrialScheduler.CONTINUE:
-            self._schedule_trial_train(trial)
-        elif decision == TrialScheduler.PAUSE:
-            self.pause_trial(trial, should_checkpoint=not after_save)
-        elif decision == TrialScheduler.STOP:
-            self.stop_trial(trial)
-        elif decision == TrialScheduler.NOOP:
-            pass
-        else:
-            raise ValueError(f"Invalid decision: {decision}")
-
-    # ------------------------------------------------------------------ save, pause, stop
-    def _schedule_trial_save(self, trial: Trial, result: dict | None = None) -> _SimFuture | None:
-        """``TuneController._schedule_trial_save`` (PBT calls it directly)."""
-        if trial not in self._actors:
-            return None
-        result = result or trial.last_result
-        self._ckpts += 1
-        checkpoint = Checkpoint(os.path.join(self._tmp, f"{trial.trial_id}_ckpt{self._ckpts}"))
-        sim = self._sim[trial]
-        self._ckpt_state[checkpoint.path] = (sim.state, sim.iteration, sim.train_time,
-                                             sim.work_time)
-        future = _SimFuture(_TrainingResult(checkpoint=checkpoint, metrics=dict(result)))
-        trial.temporary_state.saving_to = future
-        self.cluster.set_active(trial.trial_id, 0.0)
-        end = self._task_at(trial, self.costs.save(self._model(trial)))
-        self._push(end, _SAVED, trial, self._actors[trial].token)
-        return future
-
-    def _on_saving_result(self, trial: Trial) -> None:
-        future = trial.temporary_state.saving_to
-        if future is not None:
-            training_result = future.resolve()
-            trial.on_checkpoint(training_result)
-        trial.temporary_state.saving_to = None
-        decision = self._cached_decisions.pop(trial.trial_id, None)
-        if decision and future is not None:
-            self._queue_decision(trial, decision)
-        self._maybe_execute_queued_decision(trial, after_save=True)
-
-    def pause_trial(self, trial: Trial, should_checkpoint: bool = True) -> None:
-        """``TuneController.pause_trial``."""
-        self._cached_decisions.pop(trial.trial_id, None)
-        self._schedule_trial_pause(trial, should_checkpoint=should_checkpoint)
-
-    def _schedule_trial_pause(self, trial: Trial, should_checkpoint: bool = True) -> None:
-        if trial not in self._actors:
-            return
-        if should_checkpoint:
-            self._cached_decisions[trial.trial_id] = TrialScheduler.PAUSE
-            self._schedule_trial_save(trial)
-        else:
-            self._schedule_trial_stop(trial)
-            self._set_trial_status(trial, Trial.PAUSED)
-
-    def stop_trial(self, trial: Trial) -> None:
-        """``TuneController.stop_trial``: complete (RUNNING) or remove (PENDING/PAUSED) it."""
-        if trial.status in (Trial.ERROR, Trial.TERMINATED):
-            return
-        if trial.status in (Trial.PENDING, Trial.PAUSED):
-            self._scheduler_alg.on_trial_remove(self, trial)
-            self._search_alg.on_trial_complete(trial.trial_id)
-        elif trial.status == Trial.RUNNING:
-            self._scheduler_alg.on_trial_complete(self, trial, flatten_dict(trial.last_result))
-            self._search_alg.on_trial_complete(
-                trial.trial_id, result=flatten_dict(trial.last_result)
-            )
-        self._schedule_trial_stop(trial)
-        self._live_trials.pop(trial, None)
-        self._sim[trial].end = self.clock()
-
-    def _schedule_trial_stop(self, trial: Trial, exception: Exception | None = None) -> None:
-        if trial.status == Trial.ERROR:
-            return
-        if trial.is_saving:
-            self._cached_decisions[trial.trial_id] = TrialScheduler.STOP
-        trial.temporary_state.saving_to = None
-        trial.temporary_state.restoring_from = None
-        self._set_trial_status(trial, Trial.ERROR if exception else Trial.TERMINATED)
-        self._remove_actor(trial)
-
     # ------------------------------------------------------------------ diagnostics
     def _stall_report(self) -> str:
         counts = {s: len(v) for s, v in self._status.items() if v}
@@ -797,16 +471,3 @@ class SimController:
             f"waiting for GPUs {waiting[:5]}, {self.cluster.describe()}, searcher finished "
             f"{self._search_alg.is_finished()}"
         )
-
-
-@contextmanager
-def _seeded(seed: int) -> Iterator[None]:
-    """Seed the global ``random`` and ``numpy.random`` (PBT, HyperBand ties) for one run."""
-    py_state, np_state = random.getstate(), np.random.get_state()
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    try:
-        yield
-    finally:
-        random.setstate(py_state)
-        np.random.set_state(np_state)

@@ -1,17 +1,9 @@
 """Run one algorithm x workload x executor x seed, and compare executors on the same seeds.
 
-Algorithms (Ray Tune's objects; Fluid's adapted schedulers under Fluid):
-
-========== ===================================================================================
-grid       ``BasicVariantGenerator`` over the workload's grid, FIFO
-random     ``BasicVariantGenerator`` (``samples`` configs), FIFO
-hyperband  ``HyperBandScheduler(max_t, reduction_factor=3)`` on random configs
-syncbohb   ``SyncBOHB(max_t, reduction_factor=3)`` + ``TuneBOHB`` (Fluid's synchronous BOHB)
-bohb       ``HyperBandForBOHB(max_t, reduction_factor=3)`` + ``TuneBOHB``
-asha       ``ASHAScheduler(max_t, grace_period=1, reduction_factor=3)`` on random configs
-pbt        ``PopulationBasedTraining(perturbation_interval=max_t // 9)``, population ``samples``
-hyperopt   ``HyperOptSearch``, FIFO
-========== ===================================================================================
+Algorithms: those of ``fluid.algorithms`` (Ray Tune's objects; Fluid's adapted schedulers
+under Fluid) with the workload's ``max_t``, ``reduction_factor=3``, ASHA's ``grace_period=1``,
+PBT's ``perturbation_interval=max_t // 9`` and the workload's mutations; ``grid`` runs the
+workload's grid, the others ``samples`` configs of its space.
 
 Executors, each on the same workload and seed:
 
@@ -55,6 +47,8 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, SearchGenerator
 from ray.tune.trainable import Trainable
 
+from fluid.algorithms import ALGORITHMS, AlgorithmOptions, build_searcher, check_algorithm
+from fluid.algorithms import build_scheduler as build_algorithm_scheduler
 from fluid.core import PolicyConfig, TrialSpec, lower_bound
 from fluid.core.model import allowed_widths
 from fluid.sim.clock import SimClock
@@ -64,11 +58,9 @@ from fluid.sim.profiling import profile_workload
 from fluid.sim.stats import geomean, summarize
 from fluid.sim.workloads.base import Workload
 
-ALGORITHMS = ("grid", "random", "hyperband", "syncbohb", "bohb", "asha", "pbt", "hyperopt")
 EXECUTORS = ("tune", "resource_changing", "fluid_static", "fluid")
 LOWER_BOUND = "lower_bound"
 TRAINABLE = "fluid_sim"
-REDUCTION_FACTOR = 3
 
 
 class _SimTrainable(Trainable):
@@ -80,7 +72,9 @@ class _SimTrainable(Trainable):
 
 def ensure_trainable() -> None:
     """Register the simulated trainable (again: ``ray.shutdown`` empties Tune's registry)."""
-    from ray.tune.registry import TRAINABLE_CLASS, _global_registry
+    from ray.tune.registry import TRAINABLE_CLASS
+
+    from fluid.tune._ray_compat import _global_registry
 
     if not _global_registry.contains(TRAINABLE_CLASS, TRAINABLE):
         register_trainable(TRAINABLE, _SimTrainable)
@@ -248,21 +242,15 @@ def build_search(
     storage: str | None = None,
 ) -> SearchAlgorithm:
     """The algorithm's search algorithm with the experiment added, as ``tune.run`` builds it."""
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; known: {list(ALGORITHMS)}")
+    check_algorithm(algorithm)
     samples = samples or default_samples(algorithm, gpus)
     storage = storage or tempfile.mkdtemp(prefix="fluid_sim_")
     exp = _experiment(workload, algorithm, samples, storage)
     metric, mode = workload.metric, workload.mode
     search: SearchAlgorithm
-    if algorithm in ("syncbohb", "bohb"):
-        from ray.tune.search.bohb import TuneBOHB
-
-        search = SearchGenerator(TuneBOHB(seed=seed))
-    elif algorithm == "hyperopt":
-        from ray.tune.search.hyperopt import HyperOptSearch
-
-        search = SearchGenerator(HyperOptSearch(random_state_seed=seed))
+    searcher = build_searcher(algorithm, seed)
+    if searcher is not None:
+        search = SearchGenerator(searcher)
     else:
         search = BasicVariantGenerator(random_state=seed)
         search._uuid_prefix = f"s{seed}_"  # deterministic trial ids (Ray: uuid1)
@@ -272,33 +260,12 @@ def build_search(
 
 
 def build_scheduler(algorithm: str, workload: Workload, adapted: bool) -> TrialScheduler:
-    """The algorithm's scheduler: Fluid's adapted class (``adapted``) or Ray's own."""
-    from ray.tune import schedulers as ray_s
-
-    from fluid import schedulers as fluid_s
-
-    s = fluid_s if adapted else ray_s
-    max_t = workload.max_t
-    if algorithm == "hyperband":
-        sched: TrialScheduler = s.HyperBandScheduler(
-            time_attr="training_iteration", max_t=max_t, reduction_factor=REDUCTION_FACTOR)
-    elif algorithm == "syncbohb":
-        sched = fluid_s.SyncBOHB(time_attr="training_iteration", max_t=max_t,
-                                 reduction_factor=REDUCTION_FACTOR)
-    elif algorithm == "bohb":
-        sched = s.HyperBandForBOHB(time_attr="training_iteration", max_t=max_t,
-                                   reduction_factor=REDUCTION_FACTOR)
-    elif algorithm == "asha":
-        sched = s.ASHAScheduler(time_attr="training_iteration", max_t=max_t, grace_period=1,
-                                reduction_factor=REDUCTION_FACTOR)
-    elif algorithm == "pbt":
-        sched = s.PopulationBasedTraining(
-            time_attr="training_iteration", perturbation_interval=max(1, max_t // 9),
-            hyperparam_mutations=dict(workload.mutations),
-            log_config=False)  # it writes a log under Ray's session dir: needs ray.init
-    else:
-        sched = FIFOScheduler()
-    return sched
+    """The algorithm's scheduler for ``workload`` (``fluid.algorithms``; FIFO when it has none):
+    Fluid's adapted class (``adapted``) or Ray's own."""
+    options = AlgorithmOptions(max_t=workload.max_t, mutations=workload.mutations)
+    sched = build_algorithm_scheduler(algorithm, options, adapted=adapted,
+                                      log_config=False)  # PBT's log needs ray.init
+    return sched if sched is not None else FIFOScheduler()
 
 
 def profiled_overheads(workload: Workload, seed: int = 0, n: int = 16) -> tuple[float, float]:
@@ -340,7 +307,9 @@ def build_executor(
     if executor in ("fluid", "fluid_static"):
         from fluid.tune import FluidExecutor
 
-        options: dict[str, Any] = {"elastic": True, "dynamic": executor == "fluid"}
+        # The simulated trials ask for one GPU each (plain Tune's set-up): Fluid sizes them.
+        options: dict[str, Any] = {"elastic": True, "dynamic": executor == "fluid",
+                                   "resize_requests": True, "verbose": False}
         if profile:
             alpha, beta = profiled_overheads(workload)
             options.update(alpha=alpha, beta=beta, cpus_per_trial=1.0, cpus_per_worker=1.0,
@@ -400,7 +369,10 @@ def run_experiment(
             else:
                 search = build_search(algorithm, workload, seed, gpus, samples, storage)
             adapted = executor in ("fluid", "fluid_static")
-            base = build_scheduler(algorithm, workload, adapted)
+            if search_factory is not None and algorithm not in ALGORITHMS:
+                base: TrialScheduler = FIFOScheduler()  # a replay's fixed trials, FIFO
+            else:
+                base = build_scheduler(algorithm, workload, adapted)
             sched = build_executor(executor, base, workload, clock, cluster, gpu_memory,
                                    fluid_options, profile)
             sched.set_search_properties(workload.metric, workload.mode)

@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from fluid.core.model import slowdown
-from fluid.tune._shapes import ElasticTrainable
+from fluid.core.shapes import ElasticTrainable, width_of
 
 #: Size of the real work per iteration (a square float32 matrix product).
 WORK_SIZE = 64
@@ -46,8 +46,7 @@ def trial_width() -> float:
     """GPUs of the running trial's placement group (a share when below one)."""
     from ray import tune
 
-    pgf = tune.get_context().get_trial_resources()
-    return float(sum(b.get("GPU", 0) for b in pgf.bundles))
+    return width_of(tune.get_context().get_trial_resources().bundles)
 
 
 def modeled_trainable(config: dict) -> None:

@@ -12,13 +12,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ray.tune import PlacementGroupFactory
 from ray.tune.callback import Callback
 from ray.tune.experiment import Trial
 
 from fluid.core import GpuPool
 from fluid.tune import _ray_compat as compat
 from fluid.tune._records import Phase, TrialBook, TrialRecord
-from fluid.tune._shapes import describe, shape_for
+from fluid.tune._report import PlanReport
+from fluid.tune._shapes import describe
 
 logger = logging.getLogger("fluid")
 
@@ -37,23 +39,22 @@ def hold(tc: Any, trial: Trial, requeued: bool) -> None:
 
 
 def release(rec: TrialRecord, tc: Any, pool: GpuPool, clock: Callable[[], float],
-            cpus_per_trial: float | None, cpus_per_worker: float) -> Trial:
-    """Give a held or resizing trial the placement group of its planned width ``w``.
-
-    ``cpus_per_trial`` ``None`` keeps the CPUs the trial first asked for.
-    """
+            shape: PlacementGroupFactory, report: PlanReport) -> Trial:
+    """Give a held or resizing trial ``shape``, the placement group of its planned width."""
     assert rec.width is not None
-    cpus = rec.cpus if cpus_per_trial is None else cpus_per_trial
     if rec.trial.checkpoint is not None:
         _sync_experiment(tc)
-    rec.trial.update_resources(shape_for(rec.width, cpus, cpus_per_worker))
+    rec.trial.update_resources(shape)
     rec.actual = rec.width
     rec.fresh_start = True
-    rec.shapes.append((clock(), rec.width, pool.where(rec.trial_id)))
+    gpus = pool.where(rec.trial_id)
+    rec.shapes.append((clock(), rec.width, gpus))
     if rec.phase is not Phase.RESIZING:
         rec.phase = Phase.RUNNING
     rec.base_status = Trial.RUNNING
-    logger.info("Fluid: starting %s on %s", rec.trial, describe(rec.width))
+    report.started(rec, gpus, len(pool.neighbours(rec.trial_id)))
+    if rec.asked > 0 and rec.w_min is None:  # asked for GPUs, and Fluid may resize it
+        report.request_resized(rec)
     return rec.trial
 
 
@@ -76,7 +77,8 @@ def install_shape_column(controller: Any, book: TrialBook, mps: Any) -> None:
     """Add each iteration's shape to its result, so progress tables and logs show it."""
     callbacks = compat.callback_list(controller)
     if callbacks is not None:
-        callbacks.insert(0, ShapeColumn(book, mps))  # before the loggers write the result
+        # Before the loggers write the result.
+        callbacks.insert(0, ShapeColumn(book, mps, controller))
     elif mps is not None:
         logger.warning("Fluid: cannot hook the experiment's end; stop the MPS daemons "
                        "yourself with mps.stop()")
@@ -96,11 +98,12 @@ def install_outstanding_limit(tc: Any, outstanding: Callable[[], int], bound: in
 
 
 class ShapeColumn(Callback):
-    """Writes ``fluid_shape`` (e.g. ``"0.5 GPU"``) and ``fluid_gpus`` into every result;
-    stops the executor's MPS daemons when the experiment ends."""
+    """Writes ``fluid_shape`` (e.g. ``"0.5 GPU"``) and ``fluid_gpus`` into every result and
+    shows ``fluid_shape`` in Tune's progress table; stops the executor's MPS daemons when the
+    experiment ends."""
 
-    def __init__(self, book: TrialBook, mps: Any) -> None:
-        self._book, self._mps = book, mps
+    def __init__(self, book: TrialBook, mps: Any, controller: Any = None) -> None:
+        self._book, self._mps, self._controller = book, mps, controller
 
     def on_trial_result(self, iteration: int, trials: list, trial: Trial, result: dict,
                         **info: Any) -> None:
@@ -108,6 +111,8 @@ class ShapeColumn(Callback):
         if rec is not None and rec.actual is not None:
             result["fluid_shape"] = describe(rec.actual)
             result["fluid_gpus"] = rec.actual
+        if self._controller is not None:
+            compat.show_result_column(self._controller, "fluid_shape")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self._mps is not None:

@@ -44,9 +44,10 @@ from fluid.tune._base import base_view, eligible
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup
 from fluid.tune._options import DEFAULT_ITERATION_TIME, FluidConfigError, FluidOptions
-from fluid.tune._planner import Planner
+from fluid.tune._planner import CPU_TOL, Planner
 from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialBook, TrialRecord, new_record
-from fluid.tune._resources import RayResourceView, ResourceView
+from fluid.tune._report import PlanReport
+from fluid.tune._resources import RayResourceView, ResourceView, cpus_of_view
 from fluid.tune._shapes import describe, width_of
 from fluid.tune._state import StateStore, apply_saved, state_of
 
@@ -100,8 +101,17 @@ class FluidExecutor(TrialScheduler):
         refine: keep refining ``alpha`` and ``beta`` from trials measured at two widths
             (a trial resized from a share ``1/p`` to ``1/q`` gives ``alpha``; a gang resized
             from ``w`` to ``v`` GPUs gives ``beta``); the median over trials is used.
+        resize_requests: a trial that asks for GPUs (``resources_per_trial={"gpu": 2}``,
+            ``tune.with_resources``, a ``PlacementGroupFactory``) gets at least what it asked
+            for, unless this is ``True``: then Fluid sizes it like any other trial and warns
+            once per trial whose shape differs. A trial that asks for no GPU (Tune's default)
+            is always sized by Fluid.
+        verbose: print one line per plan change (a trial starting packed, on one GPU or as a
+            gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
+            verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.
         clock: monotonic clock in seconds (injected by the simulator).
-        resources: where the cluster's GPU count is read (injected by the simulator).
+        resources: where the cluster's GPUs (and CPUs, when the view has ``cpus()``) are read
+            (injected by the simulator).
 
     Example:
         >>> from ray import tune
@@ -133,6 +143,8 @@ class FluidExecutor(TrialScheduler):
         profile: Any = None,
         refine: bool = True,
         mps: Any = None,
+        resize_requests: bool = False,
+        verbose: bool | None = None,
         clock: Callable[[], float] | None = None,
         resources: ResourceView | None = None,
     ) -> None:
@@ -144,7 +156,7 @@ class FluidExecutor(TrialScheduler):
             gpu_memory=gpu_memory, trial_memory=trial_memory, max_outstanding=max_outstanding,
             cpus_per_trial=cpus_per_trial, cpus_per_worker=cpus_per_worker, elastic=elastic,
             default_iteration_time=default_iteration_time, dynamic=dynamic, refine=refine,
-            mps=mps,
+            mps=mps, resize_requests=resize_requests, verbose=verbose,
         )
         self._book = TrialBook()
         self.set_base(base_scheduler or FIFOScheduler())
@@ -156,7 +168,9 @@ class FluidExecutor(TrialScheduler):
             gpu_memory=self.options.policy.gpu_memory,
         )
         self.planner = Planner(self._book, self.estimator, self.options.policy, dynamic=dynamic,
-                               clock=self._clock)
+                               clock=self._clock, cpus_per_trial=cpus_per_trial,
+                               cpus_per_worker=cpus_per_worker)
+        self.report = PlanReport(verbose)
         self._state = StateStore(self._clock)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._checked = False
@@ -237,7 +251,8 @@ class FluidExecutor(TrialScheduler):
                 "the Ray cluster has no GPUs; FluidExecutor sizes trials in GPUs (on a machine "
                 "without GPUs, start Ray with logical ones: ray.init(num_gpus=N))"
             )
-        self.planner.start(gpus)
+        self.planner.start(gpus, cpus_of_view(self._resources))
+        self.report.start(controller)
         bound = self.options.max_outstanding or max(2, int(2 * gpus))
         actions.install_outstanding_limit(tc, self.outstanding, bound)
         actions.install_shape_column(controller, self._book, self.mps)
@@ -280,8 +295,10 @@ class FluidExecutor(TrialScheduler):
         requeued = rec is not None  # Tune re-adds a trial after a failure it will retry
         if rec is None:
             gid, until = self._book.group_of_new(trial)
-            rec = new_record(trial, gid, until, self.options.elastic)
+            rec = new_record(trial, gid, until, self.options.elastic,
+                             self.options.resize_requests)
             apply_saved(rec, self._restored.get(trial.trial_id))
+            self._check_cpus(rec)
             self._book.add(rec)
         else:
             self.planner.release(rec)
@@ -333,7 +350,7 @@ class FluidExecutor(TrialScheduler):
                 return None
             assert self.planner.pool is not None
             return actions.release(rec, tune_controller, self.planner.pool, self._clock,
-                                   self.options.cpus_per_trial, self.options.cpus_per_worker)
+                                   self.planner.shape(rec, rec.width), self.report)
         finally:
             self.hook_seconds += time.perf_counter() - t0
 
@@ -362,9 +379,7 @@ class FluidExecutor(TrialScheduler):
             decision = TrialScheduler.PAUSE
         elif decision == TrialScheduler.CONTINUE and rec.width != rec.actual and checkpointed:
             self.planner.start_resize(rec, now)
-            logger.info(
-                "Fluid: resizing %s from %s to %s", trial, describe(rec.actual), describe(rec.width)
-            )
+            self.report.resizing(rec)
             decision = TrialScheduler.PAUSE
         elif decision == TrialScheduler.PAUSE or trial.status == Trial.PAUSED:
             # The base pauses it: by its decision (a rung), or itself through the controller
@@ -376,6 +391,16 @@ class FluidExecutor(TrialScheduler):
         self._state.save(self._snapshot)
         self.hook_seconds += time.perf_counter() - t0
         return decision
+
+    def _check_cpus(self, rec: TrialRecord) -> None:
+        """Refuse a trial whose least shape needs more CPUs than the cluster has."""
+        cpus = self.planner.cpus
+        need = self.planner.cpus_needed(rec)
+        if cpus is not None and need > cpus + CPU_TOL:
+            raise FluidConfigError(
+                f"trial {rec.trial} needs {need:g} CPUs but the cluster has {cpus:g} "
+                "(lower cpus_per_trial or the trial's CPU request)"
+            )
 
     def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
         """Free the trial's GPUs, then tell the base."""

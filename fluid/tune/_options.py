@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluid.core import C_MAX, O_TH, S_TH, PolicyConfig
+from fluid.core import C_MAX, O_TH, S_TH, PolicyConfig, check_number
 
 #: Per-iteration one-GPU time assumed for a trial before any trial has reported.
 DEFAULT_ITERATION_TIME = 1.0
@@ -13,6 +13,14 @@ DEFAULT_ITERATION_TIME = 1.0
 
 class FluidConfigError(ValueError):
     """A FluidExecutor option or the experiment it runs cannot work; the message says why."""
+
+
+def _number(name: str, value: Any, low: float, **kw: Any) -> None:
+    """``check_number`` with its one-line message as a ``FluidConfigError``."""
+    try:
+        check_number(name, value, low, **kw)
+    except ValueError as e:
+        raise FluidConfigError(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -42,26 +50,26 @@ class FluidOptions:
     dynamic: bool = True
     refine: bool = True
     mps: Any = None
+    resize_requests: bool = False
+    verbose: bool | None = None
     policy: PolicyConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        checks = [
-            ("alpha", self.alpha, self.alpha >= 1, ">= 1"),
-            ("beta", self.beta, self.beta >= 1, ">= 1"),
-            ("eps", self.eps, self.eps is None or self.eps >= 0, ">= 0 seconds or None"),
-            ("trial_memory", self.trial_memory,
-             self.trial_memory is None or self.trial_memory > 0, "> 0 GB"),
-            ("max_outstanding", self.max_outstanding,
-             self.max_outstanding is None or self.max_outstanding >= 1, ">= 1 or None"),
-            ("cpus_per_trial", self.cpus_per_trial,
-             self.cpus_per_trial is None or self.cpus_per_trial >= 0, ">= 0 or None"),
-            ("cpus_per_worker", self.cpus_per_worker, self.cpus_per_worker >= 0, ">= 0"),
-            ("default_iteration_time", self.default_iteration_time,
-             self.default_iteration_time > 0, "> 0"),
-        ]
-        for name, value, ok, allowed in checks:
-            if not ok:
-                raise FluidConfigError(f"{name} must be {allowed}, got {value!r}")
+        _number("alpha", self.alpha, 1)
+        _number("beta", self.beta, 1)
+        _number("eps", self.eps, 0, optional=True, unit="seconds")
+        _number("trial_memory", self.trial_memory, 0, low_open=True, optional=True, unit="GB")
+        _number("max_outstanding", self.max_outstanding, 1, integer=True, optional=True)
+        _number("cpus_per_trial", self.cpus_per_trial, 0, optional=True)
+        _number("cpus_per_worker", self.cpus_per_worker, 0)
+        _number("default_iteration_time", self.default_iteration_time, 0, low_open=True,
+                unit="seconds")
+        for name, none_ok in (("elastic", True), ("dynamic", False), ("refine", False),
+                              ("resize_requests", False), ("verbose", True)):
+            flag = getattr(self, name)
+            if not (isinstance(flag, bool) or (none_ok and flag is None)):
+                allowed = "True, False or None" if none_ok else "True or False"
+                raise FluidConfigError(f"{name} must be {allowed}, got {flag!r}")
         try:
             policy = PolicyConfig(c=self.c, d=self.d, eps=0.0, o_th=self.o_th, s_th=self.s_th,
                                   c_max=self.c_max, gpu_memory=self.gpu_memory)

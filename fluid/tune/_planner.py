@@ -5,7 +5,9 @@
 * the queue, oldest first: ``start_in_order`` as GPUs free up;
 * with nothing waiting, the groups whose trials changed: ``dynamic_fluid`` re-sizes their
   running trials (the new width is the record's ``width``; the trial restarts at it);
-* a cluster that grew or shrank: the plan's GPUs follow it.
+* a cluster that grew or shrank: the plan's GPUs follow it;
+* CPUs: a trial starts only if the CPUs of its shape fit beside those of the trials placed,
+  so Fluid never plans more trials than Ray can run (the rest wait, unsized, until CPUs free).
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from fluid.core import (
     static_fluid,
 )
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._records import LIVE, Phase, TrialBook, TrialRecord, by_group
-from fluid.tune._resources import ResourceView
-from fluid.tune._shapes import describe
+from fluid.tune._records import LIVE, PLACED, Phase, TrialBook, TrialRecord, by_group
+from fluid.tune._resources import ResourceView, cpus_of_view
+from fluid.tune._shapes import cpus_in, describe, shape_of
+
+#: CPUs closer than this are the same (sums of fractional CPUs).
+CPU_TOL = 1e-6
 
 logger = logging.getLogger("fluid")
 
@@ -44,14 +49,19 @@ class Planner:
         policy: ``c``, ``d``, thresholds and ``gpu_memory`` (``eps`` comes from ``estimator``).
         dynamic: also run DynamicFluid (``False``: StaticFluid only).
         clock: time stamps of the plan log.
+        cpus_per_trial: CPUs of a trial's own bundle (``None``: what the trial asked for).
+        cpus_per_worker: CPUs of each gang worker's bundle.
     """
 
     def __init__(self, book: TrialBook, estimator: OverheadEstimator, policy: PolicyConfig, *,
-                 dynamic: bool, clock: Callable[[], float]) -> None:
+                 dynamic: bool, clock: Callable[[], float], cpus_per_trial: float | None = None,
+                 cpus_per_worker: float = 1.0) -> None:
         self._book, self._estimator, self._policy = book, estimator, policy
         self._dynamic, self._clock = dynamic, clock
+        self._cpus_per_trial, self._cpus_per_worker = cpus_per_trial, cpus_per_worker
         self.pool: GpuPool | None = None
         self.gpus = 0.0
+        self.cpus: float | None = None  # CPUs of the cluster (None: not limited)
         self.queue: list[str] = []  # planned, waiting for capacity, in start order
         self.ready: list[str] = []  # placed in the plan, to be returned to Tune
         self.deficit = 0  # GPUs gone from the cluster but still in the plan (not yet idle)
@@ -59,10 +69,64 @@ class Planner:
         self.replan_groups: set[int] = set()
         self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
 
-    def start(self, gpus: float) -> None:
-        """Plan on a cluster of ``gpus`` GPUs (whole GPUs only)."""
-        self.gpus = gpus
+    def start(self, gpus: float, cpus: float | None = None) -> None:
+        """Plan on a cluster of ``gpus`` GPUs (whole GPUs only) and ``cpus`` CPUs (``None``:
+        CPUs are not counted)."""
+        self.gpus, self.cpus = gpus, cpus
         self.pool = GpuPool(int(math.floor(gpus)), self._policy.gpu_memory)
+
+    def shape(self, rec: TrialRecord, width: float) -> Any:
+        """The ``PlacementGroupFactory`` the trial runs in at ``width`` GPUs."""
+        cpus = rec.cpus if self._cpus_per_trial is None else self._cpus_per_trial
+        return shape_of(width, cpus, self._cpus_per_worker, rec.request)
+
+    def cpus_needed(self, rec: TrialRecord, width: float | None = None) -> float:
+        """CPUs of the trial's shape at ``width`` (default: its planned width, else the least
+        it may get)."""
+        w = width if width is not None else rec.width
+        return cpus_in(self.shape(rec, w if w is not None else rec.w_min or 1.0))
+
+    def _free_cpus(self) -> float | None:
+        if self.cpus is None:
+            return None
+        placed = [r for r in self._book.in_phase(PLACED) if r.width is not None]
+        return self.cpus - sum(self.cpus_needed(r) for r in placed)
+
+    def _within_cpus(self, recs: list[TrialRecord], free: float | None,
+                     ) -> tuple[list[TrialRecord], list[TrialRecord]]:
+        """Split ``recs`` (in order) into those whose CPUs fit in ``free`` and the others."""
+        if free is None:
+            return recs, []
+        fit: list[TrialRecord] = []
+        rest: list[TrialRecord] = []
+        every_needs = bool(self._cpus_per_trial)  # every Fluid shape takes some CPUs
+        for k, r in enumerate(recs):
+            if every_needs and free <= CPU_TOL:  # full: spare 10,000-trial groups the shapes
+                rest += recs[k:]
+                break
+            need = self.cpus_needed(r)
+            if need <= free + CPU_TOL:
+                fit.append(r)
+                free -= need
+            else:
+                rest.append(r)
+        return fit, rest
+
+    def _unready_over_cpus(self) -> None:
+        """Put trials just placed back in the queue, newest first, until the CPUs suffice
+        (StaticFluid may have grown a gang whose workers need more CPUs than are free)."""
+        assert self.pool is not None
+        free = self._free_cpus()
+        while free is not None and free < -CPU_TOL:
+            rec = next((self._book[i] for i in reversed(self.ready)
+                        if self._book[i].phase is Phase.READY), None)
+            if rec is None:
+                return
+            free += self.cpus_needed(rec)
+            self.pool.release(rec.trial_id)
+            self.ready.remove(rec.trial_id)
+            rec.phase = Phase.QUEUED
+            self.queue.insert(0, rec.trial_id)
 
     def replan(self, gid: int) -> None:
         """Have DynamicFluid look at group ``gid`` again at the next plan."""
@@ -75,23 +139,25 @@ class Planner:
         est = self._estimator
         until = rec.until if rec.until is not None else self._book.default_until(rec)
         left = max(1, until - rec.iteration)
-        d = None if rec.elastic else 1
+        # A trainable that is not elastic runs on one GPU, or on the GPUs it asked for.
+        d = None if rec.elastic else max(1, int(rec.w_min or 1))
         c = None if rec.min_share is None else int(math.floor(1 / rec.min_share + 1e-9))
         return TrialSpec(rec.trial_id, left * est.iteration_time(rec), est.alpha, est.beta,
-                         c=c, d=d, memory=est.memory(rec))
+                         c=c, d=d, memory=est.memory(rec), w_min=rec.w_min)
 
     def plan(self, eligible: Callable[[], list[TrialRecord]]) -> None:
         """Start queued trials, size the trials ``eligible()`` returns, then re-size groups."""
         self.dirty = False
         assert self.pool is not None
         cfg = self._policy
-        # Older groups' waiting trials first, then newly eligible ones.
-        queued = [self._book[i] for i in self.queue]
-        started, waiting = start_in_order([(self.spec(r), r.width) for r in queued], self.pool,
-                                          cfg)
-        self.queue = [s.id for s, _ in waiting]
+        # Older groups' waiting trials first, then newly eligible ones; as many as CPUs allow.
+        queued, over = self._within_cpus([self._book[i] for i in self.queue], self._free_cpus())
+        started, _ = start_in_order([(self.spec(r), r.width) for r in queued], self.pool, cfg)
+        begun = {a.trial_id for a in started}
+        self.queue = [i for i in self.queue if i not in begun]
         self._mark_ready([a.trial_id for a in started])
-        for gid, recs in by_group(eligible()).items():
+        newly = [] if over else self._within_cpus(eligible(), self._free_cpus())[0]
+        for gid, recs in by_group(newly).items():
             plan = static_fluid([self.spec(r) for r in recs], self.pool, cfg)
             for rec in recs:
                 rec.width = plan.widths[rec.trial_id]
@@ -99,6 +165,7 @@ class Planner:
             self._mark_ready([a.trial_id for a in plan.started])
             self.queue += plan.waiting
             self._log_plan("static", gid, plan.widths)
+            self._unready_over_cpus()
         if self.queue or self.ready or not self._dynamic:
             return
         for gid in sorted(self.replan_groups):
@@ -114,7 +181,15 @@ class Planner:
             RunningTrial(self.spec(r), r.width, r.checkpoints and r.phase is Phase.RUNNING)
             for r in live
         ]
-        plan = dynamic_fluid(running, [], self.pool, replace(cfg, eps=self._estimator.eps))
+        # With CPUs counted, plan on a copy: the plan is dropped if its gangs need more CPUs.
+        pool = self.pool if self.cpus is None else self.pool.copy()
+        plan = dynamic_fluid(running, [], pool, replace(cfg, eps=self._estimator.eps))
+        free = self._free_cpus()
+        if free is not None and sum(self.cpus_needed(self._book[z.trial_id], z.new_width)
+                                    - self.cpus_needed(self._book[z.trial_id])
+                                    for z in plan.resized) > free + CPU_TOL:
+            return  # the gang workers would need CPUs the cluster does not have
+        self.pool = pool
         for z in plan.resized:
             self._book[z.trial_id].width = z.new_width
         if plan.resized:
@@ -162,7 +237,9 @@ class Planner:
         """
         if self.pool is None or resources is None:
             return
-        gpus = resources.gpus()
+        gpus, cpus = resources.gpus(), cpus_of_view(resources)
+        if cpus != self.cpus:
+            self.cpus, self.dirty = cpus, True
         if gpus != self.gpus:
             logger.info("Fluid: cluster GPUs changed from %g to %g", self.gpus, gpus)
             self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
@@ -190,7 +267,7 @@ class Planner:
         entry = {"time": self._clock(), "kind": kind, "group": gid,
                  "widths": {k: v for k, v in widths.items()}}
         self.plan_log.append(entry)
-        logger.info(
+        logger.debug(  # the user sees each change as the trial starts or resizes (_report)
             "Fluid %s plan for TrialGroup %d: %s", kind, gid,
             ", ".join(f"{k}: {describe(v)}" for k, v in widths.items()),
         )

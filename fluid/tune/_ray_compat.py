@@ -76,6 +76,38 @@ def callback_list(controller: Any) -> list | None:
     return callbacks if isinstance(callbacks, list) else None
 
 
+def tune_verbosity(controller: Any) -> int:
+    """The experiment's verbosity: 0 silent, 1 default, 2 and more verbose.
+
+    Why: Tune keeps it private: the new output engine (Ray's default) gives it to its progress
+    reporter callback (``_verbosity``) and sets the old engine's global to 0; the old engine
+    (``RAY_AIR_NEW_OUTPUT=0``) keeps it in ``ray.tune.utils.log.verbosity``.
+    """
+    from ray.tune.experimental.output import ProgressReporter
+
+    for callback in callback_list(controller) or []:
+        if isinstance(callback, ProgressReporter):
+            return int(callback.verbosity)
+    from ray.tune.utils import log
+
+    return int(log.verbosity)
+
+
+def show_result_column(controller: Any, key: str) -> None:
+    """Add ``key`` (a result entry) to the columns of the experiment's progress table.
+
+    Why: the new output engine's reporter picks its columns once, from the first numeric
+    entries of the results (``_inferred_metric``), so a text entry such as ``fluid_shape``
+    never shows; Fluid appends it once that list is filled.
+    """
+    from ray.tune.experimental.output import TuneReporterBase
+
+    for callback in callback_list(controller) or []:
+        columns = getattr(callback, "_inferred_metric", None)
+        if isinstance(callback, TuneReporterBase) and columns and key not in columns:
+            columns.append(key)
+
+
 def experiment_dir(controller: Any) -> str | None:
     """The driver's staging directory of the experiment (``None``: none).
 
@@ -175,5 +207,7 @@ __all__ = [
     "refuse_buffered_results",
     "reuses_actors",
     "set_trial_status",
+    "show_result_column",
     "snapshot_experiment",
+    "tune_verbosity",
 ]

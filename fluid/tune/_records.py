@@ -21,11 +21,12 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from ray.tune.experiment import Trial
 
 from fluid.tune._group import TrialGroup
-from fluid.tune._shapes import cpus_of, is_elastic_class
+from fluid.tune._shapes import cpus_of, is_elastic_class, request_width, width_of
 
 logger = logging.getLogger("fluid")
 
@@ -63,6 +64,9 @@ class TrialRecord:
     ``width`` is the width ``w`` held in the GPU plan (the target while resizing), ``actual``
     the width the trial runs at now; ``samples`` are recent ``(seconds, width)`` per
     iteration and ``raw`` the recent seconds per width (for ``alpha``/``beta``).
+    ``asked`` is the GPUs the trial's own placement group asked for; unless the user lets
+    Fluid resize requests, ``w_min`` is the least width that gives them, and ``request`` the
+    trial's own factory, kept when it runs at ``w_min`` (a trainable that is not elastic).
     ``min_share``: after the trial ran out of GPU memory at a packed share, the least share it
     is given from then on (its ``c_i = floor(1 / min_share)``).
     """
@@ -85,6 +89,10 @@ class TrialRecord:
     elastic: bool = False  # may run as a gang (read once: the registry lookup is an RPC)
     function: bool = True  # a function trainable (checkpoints only when it reports one)
     shapes: list = field(default_factory=list)  # [(clock time, width, gpus)] for timelines
+    asked: float = 0.0  # GPUs in the trial's own placement group (0: no request)
+    w_min: float | None = None  # least width honouring ``asked`` (None: Fluid sizes freely)
+    request: Any = None  # the trial's own PlacementGroupFactory, run as is at ``w_min``
+    warned: bool = False  # told the user Fluid resized its request
     min_share: float | None = None  # least GPU share it fits in (it ran out of memory below)
 
     @property
@@ -168,15 +176,22 @@ class TrialBook:
         return live[-1].name if live else "-"
 
 
-def new_record(trial: Trial, group: int, until: int | None, elastic: bool | None) -> TrialRecord:
+def new_record(trial: Trial, group: int, until: int | None, elastic: bool | None,
+               resize_requests: bool = False) -> TrialRecord:
     """The record of a trial Fluid sees for the first time.
 
     ``elastic``: ``True``/``False`` for every trainable, ``None`` asks the trainable's class
-    (``fluid.train.elastic`` marks it).
+    (``fluid.train.elastic`` marks it). ``resize_requests``: a trial that asked for GPUs may
+    get fewer (otherwise it gets at least what it asked for).
     """
-    return TrialRecord(trial, group, until, cpus=cpus_of(trial.placement_group_factory),
-                       elastic=_is_elastic(trial) if elastic is None else elastic,
-                       function=_is_function(trial))
+    pgf = trial.placement_group_factory
+    rec = TrialRecord(trial, group, until, cpus=cpus_of(pgf),
+                      elastic=_is_elastic(trial) if elastic is None else elastic,
+                      function=_is_function(trial), asked=width_of(pgf))
+    if rec.asked > 0 and not resize_requests:
+        rec.w_min = request_width(rec.asked)
+        rec.request = None if rec.elastic else pgf
+    return rec
 
 
 def _is_elastic(trial: Trial) -> bool:

@@ -1,4 +1,4 @@
-"""Where FluidExecutor reads the cluster's GPU count (injected, so a simulator can drive it)."""
+"""Where FluidExecutor reads the cluster's GPUs and CPUs (injected, so a simulator can drive it)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,31 @@ class ResourceView(Protocol):
         ...
 
 
+def cpus_of_view(view: object) -> float | None:
+    """CPUs of the live nodes when the view knows them (a ``cpus()`` method), else ``None``."""
+    cpus = getattr(view, "cpus", None)
+    return float(cpus()) if callable(cpus) else None
+
+
 class RayResourceView:
-    """GPU count of the live Ray cluster, read at most once every ``refresh_s`` seconds."""
+    """GPUs and CPUs of the live Ray cluster, read at most once every ``refresh_s`` seconds."""
 
     def __init__(self, clock: Callable[[], float], refresh_s: float = 1.0) -> None:
         self._clock, self._refresh_s = clock, refresh_s
-        self._at, self._gpus = -math.inf, 0.0
+        self._at, self._resources = -math.inf, {}
 
-    def gpus(self) -> float:
-        """GPUs of the live Ray cluster (cached for ``refresh_s``)."""
+    def _read(self) -> dict:
         now = self._clock()
         if now - self._at >= self._refresh_s:
             import ray
 
-            self._gpus, self._at = float(ray.cluster_resources().get("GPU", 0.0)), now
-        return self._gpus
+            self._resources, self._at = ray.cluster_resources(), now
+        return self._resources
+
+    def gpus(self) -> float:
+        """GPUs of the live Ray cluster (cached for ``refresh_s``)."""
+        return float(self._read().get("GPU", 0.0))
+
+    def cpus(self) -> float:
+        """CPUs of the live Ray cluster (cached for ``refresh_s``)."""
+        return float(self._read().get("CPU", 0.0))

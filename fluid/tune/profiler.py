@@ -28,6 +28,7 @@ import os
 import platform
 import statistics
 import tempfile
+import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -195,13 +196,23 @@ def profile(
     storage = tempfile.mkdtemp(prefix="fluid-profile-")
 
     def timed(copies: int, pgf: Any) -> float:
-        analysis = tune.run(
-            tune.with_resources(trainable, pgf),
-            config={**config, "_fluid_profile_copy": tune.grid_search(list(range(copies)))},
-            stop={"training_iteration": iterations},
-            storage_path=storage,
-            verbose=0,
-        )
+        # tune.with_resources marks a function trainable itself; a mark left behind would be
+        # a GPU request that FluidExecutor honours later, so the function is given back as is.
+        before = getattr(trainable, "_resources", None)
+        try:
+            analysis = tune.run(
+                tune.with_resources(trainable, pgf),
+                config={**config, "_fluid_profile_copy": tune.grid_search(list(range(copies)))},
+                stop={"training_iteration": iterations},
+                storage_path=storage,
+                verbose=0,
+            )
+        finally:
+            if isinstance(trainable, types.FunctionType):
+                if before is None:
+                    vars(trainable).pop("_resources", None)
+                else:
+                    trainable._resources = before
         return _mean_iteration_time(analysis)
 
     pack_times: dict[int, float] = {}

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from fluid.core import (
     GpuPool,
     PolicyConfig,
+    RunningTrial,
     TrialSpec,
+    dynamic_fluid,
     hand_out,
     start_in_order,
     static_fluid,
@@ -173,3 +175,25 @@ def test_a_packed_trial_alone_on_its_gpu_takes_all_of_it() -> None:
     plan = static_fluid(trials, pool, PolicyConfig(c=4))
     assert plan.widths == {"t0": 2.0, "t1": 1.0}
     assert pool.where("t1") == (2,)
+
+
+def test_w_min_is_a_floor_of_every_plan() -> None:
+    # Eight short trials would be packed at 1/8; two asked for a whole GPU, one for 2 GPUs.
+    trials = [TrialSpec(f"s{i}", 1.0) for i in range(5)]
+    trials += [TrialSpec("one", 1.0, w_min=1.0), TrialSpec("one2", 1.0, w_min=1.0)]
+    trials.append(TrialSpec("two", 1.0, d=2, w_min=2.0))
+    config = PolicyConfig(c=8)
+    widths = water_fill(trials, 4, config)
+    assert widths["one"] == widths["one2"] == 1.0 and widths["two"] == 2.0
+    assert widths["s0"] == 1 / 8
+    # Above the free capacity the request still holds: the trial waits instead.
+    plan = static_fluid([TrialSpec("big", 1.0, d=4, w_min=4.0)], GpuPool(2), config)
+    assert plan.widths == {"big": 4.0} and plan.waiting == ["big"]
+    # DynamicFluid never shrinks a trial below its request.
+    pool = GpuPool(4)
+    long, asked = TrialSpec("long", 100.0), TrialSpec("asked", 1.0, d=2, w_min=2.0)
+    pool.place("asked", 2.0)
+    pool.place("long", 1.0)
+    plan = dynamic_fluid([RunningTrial(long, 1.0), RunningTrial(asked, 2.0)], [], pool, config)
+    assert all(r.new_width >= 2.0 for r in plan.resized if r.trial_id == "asked")
+    assert pool.share_of("asked") == 2.0

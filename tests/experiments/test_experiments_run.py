@@ -123,7 +123,9 @@ def test_every_algorithm_builds(algorithm):
 
 def test_pbt_mutates_the_continuous_hyperparameters():
     scheduler, _, _ = build_algorithm(TASKS["wlm"], "pbt", SMOKE)
-    assert set(scheduler._hyperparam_mutations) == {"lr", "dropout", "clip"}
+    assert set(scheduler._hyperparam_mutations) == {"lr", "dropout"}  # as in the simulator
+    assert scheduler._time_attr == "training_iteration"
+    assert scheduler._perturbation_interval == SMOKE.perturbation_interval
 
 
 def test_parser_defaults_and_choices():
@@ -153,7 +155,7 @@ def test_smoke_config_and_elastic_marker():
     assert cfg["vocab_size"] == len(train.vocab)
     from fluid.train import is_elastic
 
-    assert is_elastic(make_trainable("dcgan", smoke=True, cpus_per_worker=0.25))
+    assert is_elastic(make_trainable("dcgan", smoke=True))
 
 
 # --------------------------------------------------------------------------- calibration maths

@@ -14,6 +14,7 @@ MODULES = [
     "fluid.sim.workloads.base", "fluid.sim.workloads.curves", "fluid.sim.workloads.gpus",
     "fluid.sim.workloads.profile", "fluid.sim.workloads.synthetic",
     "fluid.sim.workloads.cifar10", "fluid.sim.workloads.wlm", "fluid.sim.workloads.dcgan",
+    "fluid.sim.workloads.spaces",
     "fluid.sim.truth", "fluid.sim.truth.params", "fluid.sim.truth.compute",
     "fluid.sim.truth.sharing", "fluid.sim.truth.comm", "fluid.sim.truth.trial",
     "fluid.sim.profiling", "fluid.sim.validate",

@@ -11,7 +11,8 @@ import pytest
 from fluid.sim.profiling import profile_config
 from fluid.sim.workloads import GPUS, Hardware, PerfParams, get_workload
 from fluid.sim.workloads.curves import Curve, luck
-from fluid.sim.workloads.profile import ARCH_KEYS, PROFILE_BPTT, TABLE, arch_key, count
+from fluid.sim.workloads.profile import ARCH_KEYS, TABLE, arch_key, profile
+from fluid.sim.workloads.spaces import TASK_SPACES
 
 # The package exports the workload functions under the module names: import the modules.
 cifar_mod = importlib.import_module("fluid.sim.workloads.cifar10")
@@ -19,26 +20,13 @@ wlm_mod = importlib.import_module("fluid.sim.workloads.wlm")
 MODULES = {n: importlib.import_module(f"fluid.sim.workloads.{n}") for n in ("cifar10", "wlm", "dcgan")}
 
 
-@pytest.fixture(scope="module")
-def tasks():
-    from experiments.tasks import TASKS
-
-    return TASKS
-
-
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_spaces_and_defaults_are_the_experiment_scripts(tasks, name):
-    mod, task = MODULES[name], tasks[name]
-    assert set(mod.SPACE) == set(task.search_space)
-    for key, dom in mod.SPACE.items():
-        ref = task.search_space[key]
-        assert type(dom) is type(ref), key
-        assert getattr(dom, "categories", None) == getattr(ref, "categories", None), key
-        assert (getattr(dom, "lower", None), getattr(dom, "upper", None)) == (
-            getattr(ref, "lower", None), getattr(ref, "upper", None)), key
-    assert {k: task.default_config[k] for k in mod.DEFAULTS} == mod.DEFAULTS
+def test_the_workload_is_its_task_space(name):
+    task = TASK_SPACES[name]
     w = get_workload(name)
     assert (w.metric, w.mode, w.target) == (task.metric, task.mode, task.target)
+    assert w.space == dict(task.space) and w.grid == dict(task.grid)
+    assert w.default_config == dict(task.defaults) and w.mutations == dict(task.mutations)
 
 
 def test_the_profile_table_covers_every_architecture_of_the_spaces():
@@ -50,24 +38,9 @@ def test_the_profile_table_covers_every_architecture_of_the_spaces():
             assert arch_key(name, cfg, mod.DEFAULTS) in table
 
 
-def test_the_table_is_what_counting_the_real_module_gives(tasks):
-    from experiments.tasks import count_flops_and_params
-
-    cfg = {**cifar_mod.DEFAULTS, "num_filters": 32, "kernel_size": 3, "dense_width": 256}
-    table = json.loads(TABLE.read_text())[arch_key("cifar10", cfg, cifar_mod.DEFAULTS)]
-    flops, params = count_flops_and_params("cifar10", cfg)
-    assert table["flops_per_sample"] == pytest.approx(flops)
-    assert table["params"] == params
-    assert count("cifar10", cfg).activations_per_sample == table["activations_per_sample"]
-
-
-def test_wlm_flops_are_linear_in_bptt(tasks):
-    from experiments.tasks import count_flops_and_params
-
-    cfg = {**wlm_mod.DEFAULTS, "emsize": 128, "nhid": 128, "nlayers": 1, "tied": False}
-    f1, _ = count_flops_and_params("wlm", {**cfg, "bptt": PROFILE_BPTT})
-    f2, _ = count_flops_and_params("wlm", {**cfg, "bptt": 2 * PROFILE_BPTT})
-    assert f2 == pytest.approx(2 * f1, rel=1e-3)  # a few per-window ops besides the tokens
+def test_an_architecture_outside_the_table_is_a_clear_error():
+    with pytest.raises(ValueError, match="no model profile for 'cifar10/num_filters=7"):
+        profile("cifar10", {**cifar_mod.DEFAULTS, "num_filters": 7})
 
 
 def test_iteration_time_follows_flops_and_the_gpu():

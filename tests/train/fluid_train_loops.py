@@ -128,7 +128,6 @@ class ResultLog(tune.Callback):
                 result,
                 config=dict(trial.config),
                 cls_elastic=ft.is_elastic(cls),
-                cls_cpus_per_worker=getattr(cls, "_fluid_cpus_per_worker", None),
             )
         )
 

@@ -51,7 +51,7 @@ def runs(ray_local, tmp_path_factory):
     whose rank 1 raises. Returns {case: (results in order, trial error)}."""
     log = ResultLog()
     grid = fit(
-        ft.elastic(mlp_loop, cpus_per_worker=0.25),
+        ft.elastic(mlp_loop),
         lambda config: SHAPES[config["case"]],
         {
             "iterations": ITERS,
@@ -84,7 +84,6 @@ def test_packed_trial_runs_in_process(reference):
     assert {r["gpu_share"] for r in reference} == {0.5}
     # Fluid's executor sees the mark on the class Tune builds from the function.
     assert {r["cls_elastic"] for r in reference} == {True}
-    assert {r["cls_cpus_per_worker"] for r in reference} == {0.25}
     losses = [r["loss"] for r in reference]
     assert losses[-1] < 0.5 * losses[0]
     # 4 steps per iteration, 8 per epoch: the loader position is part of each result.
@@ -182,9 +181,8 @@ def test_killed_worker_fails_fast_and_retries_from_checkpoint(ray_local, tmp_pat
 
 
 def test_is_elastic_marks_the_trainable():
-    fn = ft.elastic(mlp_loop, cpus_per_worker=2)
+    fn = ft.elastic(mlp_loop)
     assert ft.is_elastic(fn)
-    assert fn._fluid_cpus_per_worker == 2.0
     assert fn.__name__ == "mlp_loop"
     assert not ft.is_elastic(mlp_loop)
     from ray import tune
@@ -203,25 +201,8 @@ def test_elastic_rejects_bad_arguments():
         ft.elastic(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="backend"):
         ft.elastic(mlp_loop, backend="mpi")
-    with pytest.raises(ValueError, match="cpus_per_worker"):
-        ft.elastic(mlp_loop, cpus_per_worker=0)
-
-
-def test_shapes():
-    from fluid.train._elastic import _shape_from_bundles
-
-    s = _shape_from_bundles([{"CPU": 1, "GPU": 0.5}])
-    assert (s.in_process, s.world_size, s.gpu_share) == (True, 1, 0.5)
-    s = _shape_from_bundles([{"CPU": 1, "GPU": 1}])
-    assert (s.in_process, s.world_size, s.gpu_share) == (True, 1, 1.0)
-    s = _shape_from_bundles([{"CPU": 1}] + [{"CPU": 1, "GPU": 1}] * 3)
-    assert (s.in_process, s.world_size, s.gpu_share) == (False, 3, 1.0)
-    s = _shape_from_bundles([{"CPU": 1}] + [{"CPU": 1}] * 2)
-    assert (s.in_process, s.world_size, s.gpu_share) == (False, 2, 0.0)
-    with pytest.raises(ValueError, match="GPU=2"):
-        _shape_from_bundles([{"CPU": 1, "GPU": 2}])
-    with pytest.raises(ValueError, match="whole GPU"):
-        _shape_from_bundles([{"CPU": 1}, {"CPU": 1, "GPU": 0.5}])
+    with pytest.raises(ValueError, match="collective_timeout_s"):
+        ft.elastic(mlp_loop, collective_timeout_s=0)
 
 
 def test_trial_resources_validates():
@@ -233,7 +214,7 @@ def test_trial_resources_validates():
 
 
 def test_layout_groups_ranks_by_node():
-    from fluid.train._elastic import _layout
+    from fluid.train._gang import _layout
 
     infos = [
         {"node_id": "a", "gpu_ids": ["3"]},
@@ -244,7 +225,7 @@ def test_layout_groups_ranks_by_node():
 
 
 def test_root_cause_is_the_dead_rank_or_the_earliest_exception():
-    from fluid.train._elastic import TrainingWorkerError, _raise_root_cause
+    from fluid.train._gang import TrainingWorkerError, _raise_root_cause
 
     class TaskError(RuntimeError):  # what ray.get raises: the rank's error as `.cause`
         def __init__(self, cause):

@@ -8,17 +8,13 @@ import numpy as np
 from ray import tune
 
 from fluid.core import slowdown
+from fluid.train.modeled import trial_width
 from fluid.tune import ElasticTrainable
-
-
-def _width() -> float:
-    pgf = tune.get_context().get_trial_resources()
-    return float(sum(b.get("GPU", 0) for b in pgf.bundles))
 
 
 def slowed(config: dict) -> None:
     """Sleeps 0.2 s x f(w) with the config's alpha and beta: the profiler must find them."""
-    w = _width()
+    w = trial_width()
     for i in range(1, 100):
         time.sleep(0.2 * slowdown(w, config["alpha"], config["beta"]))
         tune.report({"i": i})

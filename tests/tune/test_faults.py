@@ -97,7 +97,9 @@ def test_plain_trainable_with_asha_matches_plain_tune(ray4, tmp_path):
 
     asha = dict(max_t=8, grace_period=2, reduction_factor=2)
     baseline = fit(ray.tune.schedulers.ASHAScheduler(**asha), {"cpu": 0.1, "gpu": 1})
-    fluid = fit(_ex(base_scheduler=ASHAScheduler(**asha)), {"cpu": 0.1, "gpu": 1})
+    # The same 1-GPU request, which Fluid may resize only when told so.
+    fluid = fit(_ex(base_scheduler=ASHAScheduler(**asha), resize_requests=True),
+                {"cpu": 0.1, "gpu": 1})
     best = baseline.get_best_result().metrics["acc"]
     assert fluid.get_best_result().metrics["acc"] == pytest.approx(best)
     gpus = [g for r in fluid for g in r.metrics_dataframe["gpus"]]

@@ -22,7 +22,7 @@ def _trial(tid, status=Trial.PAUSED):
     ({"beta": 0.9}, "beta must be >= 1, got 0.9"),
     ({"trial_memory": 0}, "trial_memory must be > 0 GB, got 0"),
     ({"cpus_per_worker": -1}, "cpus_per_worker must be >= 0, got -1"),
-    ({"default_iteration_time": 0}, "default_iteration_time must be > 0, got 0"),
+    ({"default_iteration_time": 0}, "default_iteration_time must be > 0 seconds, got 0"),
     ({"mps": object()}, "mps must be a fluid.gpu.MPSManager"),
 ])
 def test_options_name_the_parameter_and_range(bad, says):
@@ -68,3 +68,48 @@ def test_planner_sizes_a_group_and_hands_out_ready_trials_in_order():
     planner.release(recs[0])  # t0 left: its GPU goes to the queued trial at the next plan
     planner.plan(lambda: [])
     assert planner.queue == [] and recs[2].phase is Phase.READY
+
+
+def _planner(book, policy, cpus=None, gpus=4.0, **kw):
+    est = OverheadEstimator(book, alpha=1.0, beta=1.0, eps=None, refine=True,
+                            default_iteration_time=1.0, trial_memory=None, gpu_memory=None)
+    planner = Planner(book, est, policy, dynamic=True, clock=lambda: 0.0, **kw)
+    planner.start(gpus, cpus)
+    return planner
+
+
+def test_planner_starts_only_what_the_cpus_hold_and_spreads_it():
+    book = TrialBook()
+    planner = _planner(book, FluidOptions(c=8).policy, cpus=4.0)
+    recs = [TrialRecord(_trial(f"t{i}"), 0, 10, cpus=1.0) for i in range(8)]
+    for rec in recs:
+        book.add(rec)
+    planner.plan(lambda: [r for r in recs if r.phase is Phase.HELD])
+    assert planner.ready == ["t0", "t1", "t2", "t3"]  # 4 CPUs: 4 one-CPU trials
+    assert [r.phase for r in recs[4:]] == [Phase.HELD] * 4  # not sized yet
+    assert sorted(g for r in recs[:4] for g in planner.pool.where(r.trial_id)) == [0, 1, 2, 3]
+    planner.release(recs[0])
+    recs[0].phase = Phase.DONE
+    planner.plan(lambda: [r for r in recs if r.phase is Phase.HELD])
+    assert planner.ready[-1] == "t4" and recs[5].phase is Phase.HELD
+
+
+def test_planner_keeps_a_request_and_its_placement_group():
+    from ray.tune import PlacementGroupFactory
+
+    from fluid.tune._state import apply_saved
+
+    book = TrialBook()
+    planner = _planner(book, FluidOptions(c=8).policy, cpus_per_trial=0.5)
+    asked = PlacementGroupFactory([{"CPU": 2, "GPU": 2}])
+    rec = TrialRecord(_trial("two"), 0, 10, asked=2.0, w_min=2.0, request=asked)
+    free = TrialRecord(_trial("free"), 0, 10)
+    for r in (rec, free):
+        book.add(r)
+    planner.plan(lambda: [rec, free])
+    assert rec.width == 2.0 and planner.shape(rec, rec.width) is asked
+    assert planner.cpus_needed(rec) == 2.0 and planner.cpus_needed(free, 0.5) == 0.5
+    # A restored trial's placement group is Fluid's shape; the saved state keeps the request.
+    restored = TrialRecord(_trial("two"), 0, 10)
+    apply_saved(restored, {"asked": 2.0, "w_min": 2.0, "request": asked.bundles})
+    assert restored.w_min == 2.0 and restored.request.bundles == asked.bundles

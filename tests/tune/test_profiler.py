@@ -23,6 +23,8 @@ def test_profile_recovers_modeled_overheads_and_caches(ray4, tmp_path):
     # S_w = 1 - (w-1)/w * 1.2: 0.4, 0.2 -> d = 3 (all measured widths pay).
     assert prof.d == 3
     assert prof.device == device_model() and prof.device.startswith("cpu")
+    # The trainable comes back unmarked: no GPU request left for FluidExecutor to honour.
+    assert not hasattr(slowed, "_resources")
     with open(cache) as f:
         stored = json.load(f)
     assert Profile.from_json(stored[cache_key(slowed, config, prof.device)]) == prof

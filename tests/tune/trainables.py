@@ -10,12 +10,8 @@ import time
 from ray import tune
 from ray.tune import Checkpoint
 
+from fluid.train.modeled import trial_width
 from fluid.tune import ElasticTrainable
-
-
-def _gpus() -> float:
-    pgf = tune.get_context().get_trial_resources()
-    return float(sum(b.get("GPU", 0) for b in pgf.bundles))
 
 
 def modeled(config: dict) -> None:
@@ -33,7 +29,7 @@ def modeled(config: dict) -> None:
     if ckpt:
         with ckpt.as_directory() as d, open(os.path.join(d, "state.json")) as f:
             start = json.load(f)["it"]
-    gpus = _gpus()
+    gpus = trial_width()
     if gpus < config.get("oom_below", 0):
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; fake)")
     for it in range(start + 1, int(config.get("iters", 4)) + 1):
@@ -71,5 +67,5 @@ def plain(config: dict) -> None:
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state.json"), "w") as f:
                 json.dump({"it": it}, f)
-            gpus = _gpus()
+            gpus = trial_width()
             tune.report({"acc": acc, "gpus": gpus}, checkpoint=Checkpoint.from_directory(d))

@@ -1,6 +1,6 @@
 """CIFAR-10 with the AlexNet-style CNN of ``experiments/tasks/cifar10.py`` (target accuracy 0.90).
 
-* Search space and defaults: those of the experiment script (``tests/sim`` checks they agree).
+* Search space and defaults: ``spaces.CIFAR10`` (shared with the experiment script).
 * One iteration: one epoch, 50,000 images in batches of ``batch_size``.
 * Trial model: FLOPs, parameters and activations counted on the real ``AlexNetCIFAR`` for the
   config's ``num_filters``, ``kernel_size``, ``dense_width`` (``profile.py``); SGD with momentum
@@ -25,31 +25,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ray import tune
-
 from fluid.sim.workloads.base import Hardware, TrialModel, Workload, task_trial_model
 from fluid.sim.workloads.curves import Curve, log_distance, luck
+from fluid.sim.workloads.spaces import CIFAR10 as TASK
 
-TRAIN_SAMPLES = 50_000
+TRAIN_SAMPLES = TASK.train_samples
 MAX_T = 27
-SPACE: dict[str, Any] = {
-    "num_filters": tune.choice([32, 48, 64, 96]),
-    "kernel_size": tune.choice([3, 5]),
-    "dense_width": tune.choice([256, 512, 1024, 2048]),
-    "lr": tune.loguniform(1e-3, 2e-1),
-    "momentum": tune.uniform(0.5, 0.99),
-    "dropout": tune.uniform(0.0, 0.6),
-    "batch_size": tune.choice([32, 64, 128, 256]),
-}
-DEFAULTS: dict[str, Any] = {
-    "num_filters": 64, "kernel_size": 5, "dense_width": 1024, "lr": 0.05, "momentum": 0.9,
-    "dropout": 0.5, "batch_size": 128,
-}
-GRID: dict[str, Any] = {
-    "lr": tune.grid_search([0.01, 0.05, 0.1]),
-    "batch_size": tune.grid_search([64, 128, 256]),
-    "num_filters": tune.grid_search([32, 64, 96]),
-}
+SPACE, DEFAULTS, GRID = dict(TASK.space), dict(TASK.defaults), dict(TASK.grid)
 
 
 def curve(c: Mapping[str, Any]) -> Curve:
@@ -73,10 +55,10 @@ def cifar10(hardware: Hardware | None = None) -> Workload:
                                 defaults=DEFAULTS)
 
     return Workload(
-        name="cifar10", metric="val_accuracy", mode="max", target=0.90, space=dict(SPACE),
+        name=TASK.name, metric=TASK.metric, mode=TASK.mode, target=TASK.target, space=dict(SPACE),
         grid=dict(GRID), max_t=MAX_T, default_config=dict(DEFAULTS), model=model,
         curve_of=curve,
-        mutations={"lr": tune.loguniform(1e-3, 2e-1), "momentum": tune.uniform(0.5, 0.99)},
+        mutations=dict(TASK.mutations),
         gpu_memory_gb=hw.gpu.memory_gb,
         description=f"CIFAR-10 AlexNet, epochs of 50k images, {hw.gpu.name}, {hw.link.name}",
     )

@@ -1,7 +1,7 @@
 """DCGAN on MNIST of ``experiments/tasks/dcgan.py`` (target inception score 5.2).
 
-* Search space and defaults: those of the experiment script (``lr_g``, ``lr_d``; the networks
-  are fixed: nz 100, ngf 64, ndf 64, batch 64).
+* Search space and defaults: ``spaces.DCGAN``, shared with the experiment script (``lr_g``,
+  ``lr_d``; the networks are fixed: nz 100, ngf 64, ndf 64, batch 64).
 * One iteration: one epoch over the 60,000 training images.
 * Trial model: FLOPs (generator + discriminator steps), parameters and activations counted on
   the real modules (``profile.py``); two Adam optimizers (two slots); the ground truth
@@ -23,25 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ray import tune
-
 from fluid.sim.workloads.base import Hardware, TrialModel, Workload, task_trial_model
 from fluid.sim.workloads.curves import Curve, log_distance, luck
+from fluid.sim.workloads.spaces import DCGAN as TASK
 
-TRAIN_SAMPLES = 60_000
+TRAIN_SAMPLES = TASK.train_samples
 MAX_T = 27
-SPACE: dict[str, Any] = {
-    "lr_g": tune.loguniform(1e-5, 1e-2),
-    "lr_d": tune.loguniform(1e-5, 1e-2),
-}
-DEFAULTS: dict[str, Any] = {
-    "lr_g": 2e-4, "lr_d": 2e-4, "nz": 100, "ngf": 64, "ndf": 64, "batch_size": 64,
-    "is_samples": 5000,
-}
-GRID: dict[str, Any] = {
-    "lr_g": tune.grid_search([5e-5, 2e-4, 1e-3]),
-    "lr_d": tune.grid_search([5e-5, 2e-4, 1e-3]),
-}
+SPACE, DEFAULTS, GRID = dict(TASK.space), dict(TASK.defaults), dict(TASK.grid)
 
 
 def curve(c: Mapping[str, Any]) -> Curve:
@@ -62,9 +50,9 @@ def dcgan(hardware: Hardware | None = None) -> Workload:
                                 defaults=DEFAULTS)
 
     return Workload(
-        name="dcgan", metric="inception_score", mode="max", target=5.2, space=dict(SPACE),
+        name=TASK.name, metric=TASK.metric, mode=TASK.mode, target=TASK.target, space=dict(SPACE),
         grid=dict(GRID), max_t=MAX_T, default_config=dict(DEFAULTS), model=model,
-        curve_of=curve, mutations=dict(SPACE),
+        curve_of=curve, mutations=dict(TASK.mutations),
         gpu_memory_gb=hw.gpu.memory_gb,
         description=f"DCGAN on MNIST, epochs of 60k images, {hw.gpu.name}, {hw.link.name}",
     )

@@ -1,22 +1,16 @@
-"""Count FLOPs, parameters and activations on the real ``nn.Module`` of the experiment tasks.
+"""The model cost table: FLOPs, parameters and activations of every architecture of the spaces.
 
 The simulator's per-iteration times and memory come from these counts (``fluid.sim.workloads``
-never guesses a model's size). Counting runs one real ``train_one_iteration`` of
-``experiments.tasks`` on the CPU under :class:`torch.utils.flop_counter.FlopCounterMode`
-(``experiments.tasks.count_flops_and_params``) and a second one with forward hooks on every leaf
-module that sums the elements of their outputs (the activations kept for the backward pass).
+never guesses a model's size). They were counted on the real ``nn.Module`` of the experiment
+tasks (torch's ``FlopCounterMode`` plus forward hooks for the activations) by the experiments'
+calibration, which writes ``profiles.json`` next to this file, shipped with the package::
 
-Counting is slow (seconds per config: ``FlopCounterMode`` dispatches every op in Python), so the
-architectures of the three search spaces are counted once, offline, into ``profiles.json`` next
-to this file::
+    python -m experiments.profiles        # regenerates profiles.json (a few minutes, torch)
 
-    python -m fluid.sim.workloads.profile        # regenerates profiles.json (a few minutes)
-
-A config outside the table is counted lazily on first use (torch and ``experiments`` are imported
-only then). Only the keys that change the model's shape matter (``ARCH_KEYS``); for the word
-language model the counts are per token, taken at ``bptt = PROFILE_BPTT`` and scaled linearly
-with ``bptt`` (an RNN step and the decoder both cost the same per token;
-``tests/sim/test_workloads.py`` checks the linearity on the real module).
+Reading the table needs neither torch nor ``experiments``. Only the keys that change the model's
+shape matter (``ARCH_KEYS``); for the word language model the counts are per token, taken at
+``bptt = PROFILE_BPTT`` and scaled linearly with ``bptt`` (an RNN step and the decoder both cost
+the same per token; ``tests/experiments`` checks the linearity on the real module).
 
 Example:
     >>> arch_key("cifar10", {"num_filters": 64, "kernel_size": 5, "dense_width": 1024, "lr": 0.1})
@@ -25,11 +19,8 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import json
-import sys
 import threading
-import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -79,87 +70,27 @@ def _load() -> dict[str, dict[str, float]]:
         return _table
 
 
-def count(task: str, config: Mapping[str, Any]) -> ModelProfile:
-    """Count one config on the real module (slow: imports torch, runs a training step)."""
-    import torch
-
-    from experiments.tasks import TASKS, count_flops_and_params
-
-    t = TASKS[task]
-    cfg = {**t.default_config, **dict(config)}
-    if task == "wlm":
-        cfg["bptt"] = PROFILE_BPTT
-    batch = 2
-    flops, params = count_flops_and_params(t, cfg, batch_size=batch)
-    elements = [0]
-
-    def hook(_module: Any, _inputs: Any, output: Any) -> None:
-        stack = [output]
-        while stack:
-            x = stack.pop()
-            if isinstance(x, torch.Tensor):
-                elements[0] += x.numel()
-            elif isinstance(x, (tuple, list)):
-                stack.extend(x)
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = t.build_model(cfg)
-        optimizer = t.build_optimizer(model, cfg)
-        handles = [m.register_forward_hook(hook) for m in model.modules()
-                   if not list(m.children())]
-        try:
-            with warnings.catch_warnings(), torch.backends.mkldnn.flags(enabled=False):
-                warnings.simplefilter("ignore", UserWarning)
-                t.train_one_iteration(model, optimizer, [t.example_batch(cfg, batch)], "cpu", cfg)
-        finally:
-            for h in handles:
-                h.remove()
-    per = PROFILE_BPTT if task == "wlm" else 1
-    return ModelProfile(flops / per, int(params), elements[0] / batch / per)
-
-
 def profile(
     task: str, config: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
 ) -> ModelProfile:
-    """Counts of ``config``'s architecture: from the table, else counted now (and cached)."""
+    """Counts of ``config``'s architecture, from the table (``ValueError`` when not there)."""
     table = _load()
     key = arch_key(task, config, defaults)
     if key not in table:
-        prof = count(task, config)
-        with _lock:
-            table[key] = asdict(prof)
+        raise ValueError(
+            f"no model profile for {key!r} in {TABLE.name}; the table covers the search spaces "
+            "of fluid.sim.workloads.spaces (regenerate it from a checkout: "
+            "python -m experiments.profiles)"
+        )
     return ModelProfile(**table[key])
 
 
-def _grid(task: str) -> list[dict[str, Any]]:
-    from experiments.tasks import TASKS
-
-    space = TASKS[task].search_space
-    axes = []
-    for k in ARCH_KEYS[task]:
-        dom = space.get(k)
-        cats = getattr(dom, "categories", None)
-        axes.append([(k, v) for v in cats] if cats else [(k, TASKS[task].default_config[k])])
-    return [dict(c) for c in itertools.product(*axes)]
-
-
-def main() -> int:
-    """Regenerate ``profiles.json`` for every architecture of the three search spaces."""
-    from experiments.tasks import TASKS
-
-    table: dict[str, dict[str, float]] = {}
-    for task in ARCH_KEYS:
-        grid = _grid(task)
-        for i, cfg in enumerate(grid, 1):
-            full = {**TASKS[task].default_config, **cfg}
-            table[arch_key(task, full)] = asdict(count(task, cfg))
-            print(f"\r{task}: {i}/{len(grid)}", end="", file=sys.stderr, flush=True)
-        print(file=sys.stderr)
-    TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {len(table)} profiles to {TABLE}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def register(
+    task: str, config: Mapping[str, Any], counts: ModelProfile,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
+    """Add the counts of an architecture outside the shipped table, for this process only
+    (the experiments' calibration counts the configs it measures: ``experiments.profiles``)."""
+    table = _load()
+    with _lock:
+        table[arch_key(task, config, defaults)] = asdict(counts)

@@ -1,6 +1,6 @@
 """Word language model of ``experiments/tasks/wlm.py`` on WikiText-2 (target perplexity 140).
 
-* Search space and defaults: those of the experiment script (``tests/sim`` checks they agree).
+* Search space and defaults: ``spaces.WLM`` (shared with the experiment script).
 * One iteration: one epoch over the 2,088,628 training tokens in ``bptt`` windows, batches of
   ``batch_size`` windows.
 * Trial model: FLOPs, parameters and activations counted per token on the real RNN LM for the
@@ -27,34 +27,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ray import tune
-
 from fluid.sim.workloads.base import Hardware, TrialModel, Workload, task_trial_model
 from fluid.sim.workloads.curves import Curve, log_distance, luck
+from fluid.sim.workloads.spaces import WLM as TASK
 
-TRAIN_TOKENS = 2_088_628
+TRAIN_TOKENS = TASK.train_samples
 MAX_T = 27
-SPACE: dict[str, Any] = {
-    "cell": tune.choice(["RNN_TANH", "RNN_RELU", "LSTM", "GRU"]),
-    "emsize": tune.choice([128, 256, 512, 650]),
-    "nhid": tune.choice([128, 256, 512, 650]),
-    "nlayers": tune.choice([1, 2, 3]),
-    "lr": tune.loguniform(1.0, 40.0),
-    "dropout": tune.uniform(0.0, 0.6),
-    "batch_size": tune.choice([10, 20, 32, 64]),
-    "bptt": tune.choice([25, 35, 50, 70]),
-    "clip": tune.uniform(0.1, 1.0),
-    "tied": tune.choice([False, True]),
-}
-DEFAULTS: dict[str, Any] = {
-    "cell": "LSTM", "emsize": 650, "nhid": 650, "nlayers": 2, "lr": 20.0, "dropout": 0.5,
-    "batch_size": 20, "bptt": 35, "clip": 0.25, "tied": True,
-}
-GRID: dict[str, Any] = {
-    "lr": tune.grid_search([5.0, 20.0, 40.0]),
-    "nhid": tune.grid_search([256, 512, 650]),
-    "cell": tune.grid_search(["LSTM", "GRU", "RNN_TANH"]),
-}
+SPACE, DEFAULTS, GRID = dict(TASK.space), dict(TASK.defaults), dict(TASK.grid)
 _CELL = {"LSTM": 0.0, "GRU": 0.08, "RNN_TANH": 0.45, "RNN_RELU": 0.55}
 _NHID = {650: 0.0, 512: 0.03, 256: 0.12, 128: 0.25}
 _EMSIZE = {650: 0.0, 512: 0.01, 256: 0.04, 128: 0.08}
@@ -86,10 +65,10 @@ def wlm(hardware: Hardware | None = None) -> Workload:
                                 tokens_per_sample=bptt, defaults=DEFAULTS)
 
     return Workload(
-        name="wlm", metric="val_perplexity", mode="min", target=140.0, space=dict(SPACE),
+        name=TASK.name, metric=TASK.metric, mode=TASK.mode, target=TASK.target, space=dict(SPACE),
         grid=dict(GRID), max_t=MAX_T, default_config=dict(DEFAULTS), model=model,
         curve_of=curve,
-        mutations={"lr": tune.loguniform(1.0, 40.0), "dropout": tune.uniform(0.0, 0.6)},
+        mutations=dict(TASK.mutations),
         gpu_memory_gb=hw.gpu.memory_gb,
         description=f"WikiText-2 RNN LM, epochs of 2.1M tokens, {hw.gpu.name}, {hw.link.name}",
     )

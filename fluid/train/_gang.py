@@ -1,0 +1,438 @@
+"""A gang: ``w`` worker actors in the trial's bundles ``1..w`` that form a torch.distributed
+group and run the loop, driven by the trial process.
+
+Rank 0 hands each result to the trial process, which calls ``ray.tune.report`` and then
+releases every rank for the next iteration, so the gang is never more than the current
+iteration ahead of Tune. A failing rank ends the trial with a `TrainingWorkerError` that names
+the rank most likely at fault.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import shutil
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import ray
+import torch
+from ray.tune import Checkpoint
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from fluid.core.shapes import ProcessShape
+from fluid.train import _checkpoint as _ck
+from fluid.train._context import TrainContext
+from fluid.train._process import _apply_mps_env, _ckpt_root, _local_device, _run_loop, _trial_id
+
+logger = logging.getLogger(__name__)
+
+WORKER_NAMESPACE = "fluid"
+_STANDARD_KEYS = {"CPU", "GPU", "memory"}
+
+
+class TrainingWorkerError(RuntimeError):
+    """A rank of an elastic gang failed (its exception or its process died).
+
+    Attributes:
+        rank: the failing rank (-1 when no single rank is to blame, e.g. start-up).
+        world_size: the gang's world size.
+        details: the rank's formatted traceback or the reason it died.
+    """
+
+    def __init__(
+        self, rank: int, world_size: int, details: str, failed_at: float | None = None
+    ) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.details = details
+        # Wall-clock time of the failure on the rank: the earliest of several is the cause.
+        self.failed_at = time.time() if failed_at is None else failed_at
+        who = f"rank {rank} of {world_size}" if rank >= 0 else f"gang of {world_size}"
+        super().__init__(f"{who} failed:\n{details}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.rank, self.world_size, self.details, self.failed_at))
+
+
+@dataclass(frozen=True)
+class _WorkerSpec:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    master_addr: str
+    master_port: int
+    backend: str
+    device_index: int
+    gpu_share: float
+    timeout_s: float
+    trial_id: str
+
+
+class _WorkerSession:
+    """Rank r inside a gang: results go to the trial process through rank 0's outbox."""
+
+    def __init__(self, worker: _GangWorker, rank: int, ckpt_dir: str | None) -> None:
+        self._worker = worker
+        self._rank = rank
+        self._ckpt_dir = ckpt_dir
+        self._seq = 0
+
+    def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None) -> None:
+        self._seq += 1
+        if self._rank == 0:
+            files = _ck._pack_checkpoint(checkpoint) if checkpoint is not None else None
+            _ck._release(checkpoint)
+            self._worker._outbox.put((self._seq, metrics, files))
+        else:
+            _ck._release(checkpoint)
+        self._worker._wait_ack(self._seq)
+
+    def get_checkpoint(self) -> Checkpoint | None:
+        return Checkpoint.from_directory(self._ckpt_dir) if self._ckpt_dir else None
+
+
+class _GangWorker:
+    """One rank of a gang; a threaded actor so the trial process can poll and ack
+    while `run` is busy with the user's loop."""
+
+    def __init__(self) -> None:
+        self._outbox: queue.Queue[tuple[int, dict[str, Any], dict[str, bytes] | None]] = (
+            queue.Queue()
+        )
+        self._cv = threading.Condition()
+        self._acked = 0
+
+    def node_info(self) -> dict[str, Any]:
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "ip": ray.util.get_node_ip_address(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+        }
+
+    def prepare(self, visible_devices: str | None, share: float) -> dict[str, Any]:
+        # Must run before anything initialises CUDA in this process: CUDA reads
+        # CUDA_VISIBLE_DEVICES once. All of a node's gang GPUs are made visible so that
+        # NCCL can use peer-to-peer paths between them.
+        if visible_devices is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
+        _apply_mps_env(share)
+        cuda = share > 0 and torch.cuda.is_available()
+        return {"cuda": cuda, "port": _free_port()}
+
+    def poll(self, timeout_s: float) -> tuple[int, dict[str, Any], dict[str, bytes] | None] | None:
+        try:
+            return self._outbox.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def ack(self, seq: int) -> None:
+        with self._cv:
+            self._acked = max(self._acked, seq)
+            self._cv.notify_all()
+
+    def _wait_ack(self, seq: int) -> None:
+        with self._cv:
+            while self._acked < seq:
+                self._cv.wait(timeout=1.0)
+
+    def run(
+        self,
+        loop: Callable[..., Any],
+        config: dict[str, Any],
+        spec: _WorkerSpec,
+        ckpt_files: dict[str, bytes] | None,
+    ) -> None:
+        import torch.distributed as dist
+
+        try:
+            _ck._use_checkpoint_root(_ckpt_root(spec.trial_id, f"rank{spec.rank}"))
+            ckpt_dir = _ck._unpack_dir(ckpt_files) if ckpt_files is not None else None
+            if spec.backend == "nccl":
+                device = torch.device("cuda", spec.device_index)
+                torch.cuda.set_device(device)
+            else:
+                device = _local_device(spec.gpu_share, spec.device_index)
+            dist.init_process_group(
+                backend=spec.backend,
+                init_method=f"tcp://{_url_host(spec.master_addr)}:{spec.master_port}",
+                rank=spec.rank,
+                world_size=spec.world_size,
+                timeout=timedelta(seconds=spec.timeout_s),
+            )
+            ctx = TrainContext(
+                rank=spec.rank,
+                world_size=spec.world_size,
+                local_rank=spec.local_rank,
+                local_world_size=spec.local_world_size,
+                node_rank=spec.node_rank,
+                device=device,
+                gpu_share=spec.gpu_share,
+                backend=spec.backend,
+                _session=_WorkerSession(self, spec.rank, ckpt_dir),
+            )
+            _run_loop(loop, config, ctx)
+            dist.destroy_process_group()
+        except Exception:
+            # The process group is deliberately left open: closing it would make the other
+            # ranks fail at once with "connection closed" errors that could be taken for the
+            # cause. The trial process kills every rank right after this error arrives.
+            raise TrainingWorkerError(spec.rank, spec.world_size, traceback.format_exc()) from None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def _url_host(ip: str) -> str:
+    return f"[{ip}]" if ":" in ip else ip
+
+
+_RemoteWorker = ray.remote(_GangWorker)
+
+
+# ----------------------------------------------------------------------- gang driver
+
+
+def _actor_options(bundle: dict[str, float]) -> dict[str, Any]:
+    opts: dict[str, Any] = {
+        "num_cpus": float(bundle.get("CPU", 0.0)),
+        "num_gpus": float(bundle.get("GPU", 0.0)),
+    }
+    if bundle.get("memory"):
+        opts["memory"] = bundle["memory"]
+    custom = {k: v for k, v in bundle.items() if k not in _STANDARD_KEYS and v}
+    if custom:
+        opts["resources"] = custom
+    return opts
+
+
+def _layout(infos: list[dict[str, Any]]) -> list[tuple[int, int, int, str | None, int]]:
+    """Per rank: node_rank, local_rank, local_world_size, visible devices, device index."""
+    nodes: list[str] = []
+    per_node: dict[str, list[int]] = {}
+    gpus: dict[str, list[str]] = {}
+    for rank, info in enumerate(infos):
+        nid = info["node_id"]
+        if nid not in per_node:
+            nodes.append(nid)
+            per_node[nid] = []
+            gpus[nid] = []
+        per_node[nid].append(rank)
+        for g in info["gpu_ids"]:
+            if g not in gpus[nid]:
+                gpus[nid].append(g)
+    out = []
+    for rank, info in enumerate(infos):
+        nid = info["node_id"]
+        visible = ",".join(gpus[nid]) if gpus[nid] else None
+        index = gpus[nid].index(info["gpu_ids"][0]) if info["gpu_ids"] else 0
+        out.append(
+            (nodes.index(nid), per_node[nid].index(rank), len(per_node[nid]), visible, index)
+        )
+    return out
+
+
+def _as_worker_error(rank: int, world_size: int, err: BaseException) -> TrainingWorkerError:
+    if isinstance(err, ray.exceptions.RayActorError):
+        return TrainingWorkerError(
+            rank, world_size, f"the worker process died or was killed: {err}"
+        )
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, TrainingWorkerError):
+        return TrainingWorkerError(cause.rank, cause.world_size, cause.details, cause.failed_at)
+    return TrainingWorkerError(rank, world_size, str(err))
+
+
+def _raise_worker_failure(rank: int, world_size: int, err: BaseException) -> None:
+    raise _as_worker_error(rank, world_size, err) from None
+
+
+def _raise_root_cause(failures: list[tuple[int, BaseException]], world_size: int) -> None:
+    """Raise the failure that most likely caused the others.
+
+    A dead process comes first (its peers then fail in collectives); among exceptions the
+    earliest wins.
+    """
+    died = [(r, e) for r, e in failures if isinstance(e, ray.exceptions.RayActorError)]
+    if died:
+        rank, err = min(died, key=lambda f: f[0])
+        _raise_worker_failure(rank, world_size, err)
+    errors = [_as_worker_error(r, world_size, e) for r, e in failures]
+    raise min(errors, key=lambda e: e.failed_at) from None
+
+
+def _get(refs: list[Any], ranks: list[int], world_size: int, timeout_s: float) -> list[Any]:
+    """ray.get that names the rank whose actor failed."""
+    try:
+        return ray.get(refs, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        raise TrainingWorkerError(
+            -1, world_size, f"gang workers did not start within {timeout_s:.0f} s"
+        ) from None
+    except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError):
+        for ref, rank in zip(refs, ranks, strict=True):
+            try:
+                ray.get(ref, timeout=0)
+            except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
+                _raise_worker_failure(rank, world_size, e)
+            except ray.exceptions.GetTimeoutError:
+                pass
+        raise
+
+
+def _run_gang(
+    loop: Callable[..., Any],
+    config: dict[str, Any],
+    shape: ProcessShape,
+    backend: str | None,
+    timeout_s: float,
+    startup_timeout_s: float,
+) -> None:
+    pg = ray.util.get_current_placement_group()
+    if pg is None:
+        raise RuntimeError(
+            "elastic: the trial resources describe a gang but the trial is not running in "
+            "a placement group"
+        )
+    w = shape.world_size
+    ranks = list(range(w))
+    workers: list[Any] = []
+    trial_id = _trial_id()
+    attempt = uuid.uuid4().hex[:8]
+    try:
+        for rank, bundle in enumerate(shape.worker_bundles):
+            workers.append(
+                _RemoteWorker.options(
+                    **_actor_options(bundle),
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        placement_group=pg, placement_group_bundle_index=rank + 1
+                    ),
+                    max_concurrency=4,
+                    max_restarts=0,
+                    # Named for `ray list actors`; the attempt id keeps a restarted trial's
+                    # names clear of its previous workers that may still be shutting down.
+                    name=f"fluid-gang-{trial_id}-{attempt}-rank{rank}",
+                    namespace=WORKER_NAMESPACE,
+                ).remote()
+            )
+        infos = _get([a.node_info.remote() for a in workers], ranks, w, startup_timeout_s)
+        layout = _layout(infos)
+        prepared = _get(
+            [
+                a.prepare.remote(lay[3], shape.gpu_share)
+                for a, lay in zip(workers, layout, strict=True)
+            ],
+            ranks,
+            w,
+            startup_timeout_s,
+        )
+        if backend is None:
+            backend = "nccl" if all(p["cuda"] for p in prepared) else "gloo"
+        ckpt = ray.tune.get_checkpoint()
+        files_ref = ray.put(_ck._pack_checkpoint(ckpt)) if ckpt is not None else None
+        _ck._use_checkpoint_root(_ckpt_root(trial_id, "trial"))
+        run_refs: dict[Any, int] = {}
+        for rank, (actor, lay) in enumerate(zip(workers, layout, strict=True)):
+            spec = _WorkerSpec(
+                rank=rank,
+                world_size=w,
+                local_rank=lay[1],
+                local_world_size=lay[2],
+                node_rank=lay[0],
+                master_addr=infos[0]["ip"],
+                master_port=prepared[0]["port"],
+                backend=backend,
+                device_index=lay[4],
+                gpu_share=shape.gpu_share,
+                timeout_s=timeout_s,
+                trial_id=trial_id,
+            )
+            run_refs[actor.run.remote(loop, config, spec, files_ref)] = rank
+        _drive(workers, run_refs, w, timeout_s)
+    finally:
+        _ck._use_checkpoint_root(None)
+        # Killing is idempotent and the only way to be sure no rank outlives the trial.
+        for actor in workers:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001
+                logger.debug("fluid: could not kill gang worker", exc_info=True)
+
+
+def _drive(workers: list[Any], run_refs: dict[Any, int], w: int, timeout_s: float) -> None:
+    """Forward rank 0's results to Tune until every rank's loop has returned."""
+    pending = dict(run_refs)
+    poll_ref: Any | None = workers[0].poll.remote(1.0)
+    rank0_done_at: float | None = None
+    while pending:
+        waitables = list(pending) + ([poll_ref] if poll_ref is not None else [])
+        ray.wait(waitables, num_returns=1, timeout=1.0, fetch_local=False)
+        ready, _ = ray.wait(waitables, num_returns=len(waitables), timeout=0, fetch_local=False)
+        # Failures first: a dead or failing rank ends the trial now.
+        failures: list[tuple[int, BaseException]] = []
+        for ref in ready:
+            if ref in pending:
+                rank = pending.pop(ref)
+                try:
+                    ray.get(ref)
+                except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
+                    failures.append((rank, e))
+                if rank == 0:
+                    rank0_done_at = time.monotonic()
+        if failures:
+            # Give near-simultaneous failures of other ranks a moment to arrive, so the
+            # root cause is chosen among all of them.
+            late: list[Any] = []
+            if pending:
+                late, _ = ray.wait(list(pending), num_returns=len(pending), timeout=1.0)
+            for ref in late:
+                try:
+                    ray.get(ref)
+                except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
+                    failures.append((pending[ref], e))
+            _raise_root_cause(failures, w)
+        if poll_ref is not None and poll_ref in ready:
+            try:
+                item = ray.get(poll_ref)
+            except ray.exceptions.RayActorError as e:
+                _raise_worker_failure(0, w, e)
+            poll_ref = None
+            if item is not None:
+                seq, metrics, files = item
+                _forward(metrics, files)
+                for actor in workers:
+                    actor.ack.remote(seq)
+            if rank0_done_at is None:
+                poll_ref = workers[0].poll.remote(1.0)
+        if rank0_done_at is not None and pending and time.monotonic() - rank0_done_at > timeout_s:
+            late = sorted(pending.values())
+            raise TrainingWorkerError(
+                late[0],
+                w,
+                f"ranks {late} still running {timeout_s:.0f} s after rank 0 finished; every "
+                "rank must call fluid.train.report the same number of times",
+            )
+
+
+def _forward(metrics: dict[str, Any], files: dict[str, bytes] | None) -> None:
+    if files is None:
+        ray.tune.report(metrics)
+        return
+    path = _ck._unpack_dir(files)
+    try:
+        ray.tune.report(metrics, checkpoint=Checkpoint.from_directory(path))
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

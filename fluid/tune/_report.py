@@ -1,0 +1,92 @@
+"""What FluidExecutor tells the user: one line per plan change, on the ``fluid`` logger.
+
+A line says which trial starts on which shape (packed on a shared GPU, one GPU, a gang), which
+trial is resized, and which trial runs on other GPUs than it asked for (a warning, only with
+``resize_requests=True``). Lines are printed at Tune's verbosity: on unless the experiment runs
+with ``verbose=0`` or the executor with ``verbose=False``. When neither the ``fluid``
+logger nor the root logger has a handler, a handler writing the bare message to stderr is
+installed, so the lines appear without any logging set-up; a user's own logging set-up is
+left as it is (the ``fluid`` logger is only lowered to INFO when its level was never set).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from fluid.tune import _ray_compat as compat
+from fluid.tune._records import TrialRecord
+from fluid.tune._shapes import describe
+
+logger = logging.getLogger("fluid")
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (pytest and notebooks replace it)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def ensure_handler() -> None:
+    """Make INFO lines of the ``fluid`` logger visible when the user configured no logging."""
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+
+
+class PlanReport:
+    """Prints Fluid's plan changes, one line each.
+
+    Args:
+        verbose: ``True`` prints them, ``False`` keeps them at DEBUG; ``None`` (default)
+            follows Tune's verbosity (silent with ``verbose=0``).
+    """
+
+    def __init__(self, verbose: bool | None = None) -> None:
+        self.verbose = verbose
+        self.on = verbose is not False
+
+    def start(self, controller: Any) -> None:
+        """Decide from Tune's verbosity (at the first trial) and install the handler."""
+        if self.verbose is None:
+            self.on = compat.tune_verbosity(controller) > 0
+        if self.on:
+            ensure_handler()
+
+    def line(self, message: str, *args: Any) -> None:
+        """One plan change (INFO when on, else DEBUG)."""
+        logger.log(logging.INFO if self.on else logging.DEBUG, message, *args)
+
+    def started(self, rec: TrialRecord, gpus: tuple[int, ...], mates: int) -> None:
+        """A trial starts (or restarts after a resize) on ``gpus`` of Fluid's plan."""
+        assert rec.width is not None
+        where = ", ".join(str(g) for g in gpus) or "-"
+        shared = f", shared with {mates} other trial{'s' if mates != 1 else ''}" if mates else ""
+        self.line("Fluid: %s runs on %s (plan GPU %s%s)", rec.trial, describe(rec.width),
+                  where, shared)
+
+    def resizing(self, rec: TrialRecord) -> None:
+        """A running trial pauses to restart at another width."""
+        self.line("Fluid: resizing %s from %s to %s", rec.trial, describe(rec.actual),
+                  describe(rec.width))
+
+    def request_resized(self, rec: TrialRecord) -> None:
+        """With ``resize_requests=True``: a trial runs on other GPUs than it asked for (a
+        WARNING, once per trial, whatever Tune's verbosity; DEBUG with ``verbose=False``)."""
+        if rec.warned or rec.width is None or abs(rec.width - rec.asked) < 1e-9:
+            return
+        rec.warned = True
+        logger.log(logging.DEBUG if self.verbose is False else logging.WARNING,
+                   "Fluid: trial %s asked for %g GPUs; Fluid runs it on %s "
+                   "(resize_requests=True)", rec.trial, rec.asked, describe(rec.width))

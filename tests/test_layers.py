@@ -1,0 +1,128 @@
+"""Layer contracts, read from the imports of every module (``ast``, nothing is imported):
+
+* ``fluid.core`` imports numpy and the standard library only;
+* nothing in ``fluid`` imports ``experiments`` (scripts that use fluid, never used by it);
+* ``fluid.sim`` does not import ``fluid.cli`` (the command line sits on top of the simulator);
+* what runs inside a trial (``fluid.train``, ``fluid.gpu``) does not import the driver's layers
+  (``fluid.tune``, ``fluid.sim``, ``fluid.cli``), and ``fluid.tune`` not the simulator's;
+* Ray-private names and modules are imported by ``fluid.tune._ray_compat`` only.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FLUID = ROOT / "fluid"
+# Known exceptions ``(module, import)``, each with a comment naming the change that removes it.
+KNOWN: set[tuple[str, str]] = set()
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports (anywhere in the file)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            out.add(base)
+            out.update(f"{base}.{alias.name}" for alias in node.names)
+    return out
+
+
+MODULES = {_module_name(p): p for p in sorted(FLUID.rglob("*.py"))}
+
+
+def _known(name: str, imp: str) -> bool:
+    return any(name == n and (imp == k or imp.startswith(k + ".")) for n, k in KNOWN)
+
+
+def _violations(prefix: str, allowed) -> list[str]:  # noqa: ANN001
+    bad = []
+    for name, path in MODULES.items():
+        if name != prefix and not name.startswith(prefix + "."):
+            continue
+        for imp in sorted(imports_of(path)):
+            if not allowed(imp) and not _known(name, imp):
+                bad.append(f"{name} imports {imp}")
+    return bad
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_the_contract_reader_sees_relative_and_nested_imports() -> None:
+    pkg = FLUID / "core" / "__init__.py"
+    assert "fluid.core.model" in imports_of(pkg)
+    assert "experiments.tasks" in imports_of(ROOT / "experiments" / "profiles.py")
+    assert len(MODULES) > 50
+
+
+def test_core_imports_numpy_and_the_standard_library_only() -> None:
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    ok = lambda imp: _top(imp) in stdlib | {"numpy"} or imp.startswith("fluid.core")  # noqa: E731
+    assert _violations("fluid.core", ok) == []
+
+
+def test_nothing_in_fluid_imports_experiments() -> None:
+    assert _violations("fluid", lambda imp: _top(imp) != "experiments") == []
+
+
+@pytest.mark.parametrize(
+    ("layer", "forbidden"),
+    [
+        ("fluid.sim", "fluid.cli"),
+        ("fluid.tune", "fluid.sim"),
+        ("fluid.tune", "fluid.cli"),
+        ("fluid.train", "fluid.tune"),
+        ("fluid.train", "fluid.sim"),
+        ("fluid.train", "fluid.cli"),
+        ("fluid.gpu", "fluid.tune"),
+        ("fluid.gpu", "fluid.sim"),
+    ],
+)
+def test_lower_layers_do_not_import_upper_ones(layer: str, forbidden: str) -> None:
+    ok = lambda imp: imp != forbidden and not imp.startswith(forbidden + ".")  # noqa: E731
+    assert _violations(layer, ok) == []
+
+
+def test_known_exceptions_are_still_needed() -> None:
+    """A known exception that no longer happens must leave ``KNOWN`` (so it cannot creep back)."""
+    for name, imp in KNOWN:
+        assert imp in imports_of(MODULES[name]), f"{name} no longer imports {imp}: drop it"
+
+
+def _ray_private_imports(path: Path) -> set[str]:
+    out = set()
+    for imp in imports_of(path):
+        parts = imp.split(".")
+        if parts[0] == "ray" and any(p.startswith("_") and not p.startswith("__") for p in parts):
+            out.add(imp)
+    return out
+
+
+def test_ray_private_access_lives_in_ray_compat() -> None:
+    assert _ray_private_imports(FLUID / "tune" / "_ray_compat.py")  # the reader sees them
+    bad = sorted(
+        f"{name} imports {imp}"
+        for name, path in MODULES.items()
+        if name != "fluid.tune._ray_compat"
+        for imp in _ray_private_imports(path)
+    )
+    assert bad == []

@@ -1,0 +1,157 @@
+"""Resource requests under FluidExecutor (4 CPUs, 4 logical GPUs), and what Fluid prints.
+
+A trial that asks for GPUs gets at least that many unless the user lets Fluid resize it; a
+trial that asks for none (Tune's default) is sized freely; the plan never runs more trials than
+the CPUs allow; plan changes are printed one line each, at Tune's verbosity.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+
+import pytest
+import ray
+from ray.tune.experimental.output import AirVerbosity, TuneTerminalReporter
+
+from fluid import FluidExecutor, tune
+from fluid.tune import _ray_compat as compat
+from fluid.tune import _report
+from tests.tune.trainables import modeled
+
+ITERS = 3
+
+
+@pytest.fixture(scope="module")
+def ray4x4():
+    """One local Ray instance for this module: 4 CPUs, 4 logical GPUs."""
+    ray.init(address="local", num_cpus=4, num_gpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _asking(resources: dict):
+    """``modeled`` as an ordinary (not elastic) trainable that asks for ``resources``."""
+
+    def trainable(config: dict) -> None:  # with_resources marks the function: one per request
+        modeled(config)
+
+    return ray.tune.with_resources(trainable, resources)
+
+
+def _run(trainable, ex: FluidExecutor, tmp_path, n: int, verbose: int = 0):
+    return tune.run(
+        trainable,
+        config={"t": 0.1, "iters": ITERS, "n": tune.grid_search(list(range(n)))},
+        trial_executor=ex,
+        storage_path=str(tmp_path),
+        verbose=verbose,
+    )
+
+
+def _gpus_seen(analysis) -> list[float]:
+    return [g for t in analysis.trials for g in analysis.trial_dataframes[t.trial_id]["gpus"]]
+
+
+def _most_placed_at_once(ex: FluidExecutor, trials) -> int:
+    """Most trials in Fluid's plan at one time, from every trial's shape timeline."""
+    events = []
+    for t in trials:
+        for at, width, _gpus in ex.shape_timeline(t.trial_id):
+            events.append((at, 0 if width is None else 1, t.trial_id))
+    placed: set[str] = set()
+    most = 0
+    for _at, start, tid in sorted(events):  # at equal times, stops (0) before starts (1)
+        if start:
+            placed.add(tid)
+        else:
+            placed.discard(tid)
+        most = max(most, len(placed))
+    return most
+
+
+def test_two_gpu_request_gets_two_gpus(ray4x4, tmp_path):
+    ex = FluidExecutor(cpus_per_trial=0.1, eps=0.5)
+    analysis = _run(_asking({"cpu": 0.1, "gpu": 2}), ex, tmp_path, n=3)
+    assert all(t.status == "TERMINATED" for t in analysis.trials)
+    # Seen from inside the trial: its own placement group, 2 GPUs, never fewer.
+    assert _gpus_seen(analysis) == [2.0] * (3 * ITERS)
+    assert {r.width for r in ex.records.values() if r.width is not None} <= {2.0}
+    # 4 GPUs hold two such trials at once, never three.
+    assert _most_placed_at_once(ex, analysis.trials) == 2
+
+
+def test_one_gpu_request_is_never_packed(ray4x4, tmp_path, caplog, capsys):
+    ex = FluidExecutor(cpus_per_trial=0.1, eps=0.5, verbose=False)
+    with caplog.at_level(logging.INFO, logger="fluid"):
+        analysis = _run(_asking({"cpu": 0.1, "gpu": 1}), ex, tmp_path, n=8, verbose=1)
+    assert _gpus_seen(analysis) == [1.0] * (8 * ITERS)
+    shapes = {s for t in analysis.trials for s in analysis.trial_dataframes[t.trial_id]["fluid_shape"]}
+    assert shapes == {"1 GPU"}
+    # verbose=False: no plan line, although Tune itself is verbose.
+    assert not [r for r in caplog.records if r.levelno >= logging.INFO and r.name == "fluid"
+                and " runs on " in r.getMessage()]
+    # The progress table Tune printed has Fluid's shape column.
+    out = capsys.readouterr().out
+    assert "fluid_shape" in out and "1 GPU" in out
+
+
+def test_resize_requests_opt_in_resizes_and_warns(ray4x4, tmp_path, caplog):
+    ex = FluidExecutor(cpus_per_trial=0.1, eps=0.5, resize_requests=True)
+    with caplog.at_level(logging.INFO, logger="fluid"):
+        analysis = _run(_asking({"cpu": 0.1, "gpu": 1}), ex, tmp_path, n=8)
+    assert min(_gpus_seen(analysis)) < 1, "Fluid never packed a request it may resize"
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+              and "resize_requests=True" in r.getMessage()]
+    packed = [t for t in analysis.trials
+              if min(analysis.trial_dataframes[t.trial_id]["gpus"]) < 1]
+    # One line per trial whose shape differs, naming it.
+    assert len(warned) == len({m.split()[2] for m in warned})
+    for t in packed:
+        assert any(f"trial {t} asked for 1 GPUs" in m for m in warned), t
+
+
+def test_cpu_limited_cluster(ray4x4, tmp_path, caplog):
+    # Tune's default request (1 CPU, no GPU): Fluid sizes the trials, but only 4 fit the CPUs.
+    ex = FluidExecutor(eps=0.5, verbose=True)
+    with caplog.at_level(logging.INFO, logger="fluid"):
+        analysis = _run(modeled, ex, tmp_path, n=8)
+    assert all(t.status == "TERMINATED" for t in analysis.trials)
+    assert _most_placed_at_once(ex, analysis.trials) == 4
+    # The first four were spread over the GPUs, not packed on GPU 0.
+    first = sorted((ex.shape_timeline(t.trial_id)[0] for t in analysis.trials),
+                   key=lambda s: s[0])[:4]
+    assert len({g for _at, _w, gpus in first for g in gpus}) == 4
+    # One plan line per trial start, each naming the trial and its shape.
+    lines = [r.getMessage() for r in caplog.records if " runs on " in r.getMessage()]
+    for t in analysis.trials:
+        assert any(m.startswith(f"Fluid: {t} runs on ") for m in lines), t
+
+
+def test_plan_lines_follow_tune_verbosity():
+    def controller(level: AirVerbosity):
+        reporter = TuneTerminalReporter(level, num_samples=1)
+        return types.SimpleNamespace(_callbacks=types.SimpleNamespace(_callbacks=[reporter]))
+
+    assert compat.tune_verbosity(controller(AirVerbosity.SILENT)) == 0
+    report = _report.PlanReport()
+    report.start(controller(AirVerbosity.SILENT))
+    assert not report.on  # Tune's verbose=0
+    report.start(controller(AirVerbosity.DEFAULT))
+    assert report.on
+    forced = _report.PlanReport(verbose=False)
+    forced.start(controller(AirVerbosity.VERBOSE))
+    assert not forced.on
+
+
+def test_default_handler_prints_to_stderr(monkeypatch, capsys):
+    logger = logging.getLogger("fluid")
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    _report.ensure_handler()
+    _report.PlanReport(verbose=True).line("Fluid: %s runs on %s", "t1", "0.5 GPU")
+    _report.PlanReport(verbose=False).line("Fluid: %s runs on %s", "t2", "1 GPU")
+    err = capsys.readouterr().err
+    assert "Fluid: t1 runs on 0.5 GPU" in err
+    assert "t2" not in err
