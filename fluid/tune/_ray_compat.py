@@ -11,6 +11,7 @@ Importing this module (and so ``fluid.tune``) with a Ray outside ``SUPPORTED_RAY
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -129,6 +130,10 @@ def snapshot_experiment(controller: Any) -> None:
     controller._storage.syncer.wait()
 
 
+#: Each controller's ``forgive`` (kept outside the controller: Tune saves its ``__dict__``).
+_FORGIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def forgive_failures(controller: Any, forgive: Callable[[Any, Exception], bool]) -> None:
     """Have the controller retry a failed trial without counting the failure when
     ``forgive(trial, exception)`` says so (the trial is then requeued as a retry would be).
@@ -137,15 +142,26 @@ def forgive_failures(controller: Any, forgive: Callable[[Any, Exception], bool])
     ``TuneController._process_trial_failure`` (``Trial.handle_error`` adds to
     ``run_metadata.num_failures``, then ``Trial.should_recover`` decides), before any scheduler
     hook sees the error; no public hook can tell it a failure was the scheduler's doing (a
-    packed trial out of GPU memory). The wrapper lifts ``max_failures`` for that one call and
-    puts the failure count back, so Tune recovers the trial and the user's budget is intact.
+    packed trial out of GPU memory). The controller's class becomes a subclass whose
+    ``_process_trial_failure`` lifts ``max_failures`` for that one call and puts the failure
+    count back, so Tune recovers the trial and the user's budget is intact. (Not an instance
+    attribute: Tune pickles the controller's ``__dict__`` into the experiment state.)
     """
-    original = getattr(controller, "_process_trial_failure", None)
-    if original is None:  # a simulated controller: its trials never fail this way
+    cls = type(controller)
+    if not hasattr(cls, "_process_trial_failure"):  # a simulated controller: no such failures
         return
+    if not issubclass(cls, _Forgiving):
+        controller.__class__ = type(f"Forgiving{cls.__name__}", (_Forgiving, cls), {})
+    _FORGIVE[controller] = forgive
 
-    def process_trial_failure(trial: Any, exception: Exception) -> None:
-        if not forgive(trial, exception):
+
+class _Forgiving:
+    """Mixed into the controller's class by ``forgive_failures``."""
+
+    def _process_trial_failure(self, trial: Any, exception: Exception) -> None:
+        original = super()._process_trial_failure  # type: ignore[misc]
+        forgive = _FORGIVE.get(self)
+        if forgive is None or not forgive(trial, exception):
             original(trial, exception=exception)
             return
         failures, limit = trial.run_metadata.num_failures, trial.max_failures
@@ -157,8 +173,6 @@ def forgive_failures(controller: Any, forgive: Callable[[Any, Exception], bool])
             trial.max_failures = limit
             trial.run_metadata.num_failures = failures
             trial.run_metadata.invalidate_cache()
-
-    controller._process_trial_failure = process_trial_failure
 
 
 #: The ``TrialScheduler`` class attribute by which a scheduler refuses buffered results.

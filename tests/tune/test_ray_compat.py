@@ -90,15 +90,17 @@ def test_failures_are_counted_where_fluid_forgives_them():
     assert "run_metadata.num_failures += 1" in inspect.getsource(Trial._handle_ray_task_error)
     assert "self.max_failures" in inspect.getsource(Trial.should_recover)
 
-    def process(trial, exception):  # what Tune does: count, then decide
-        trial.run_metadata.num_failures += 1
-        seen.append(trial.run_metadata.num_failures <= trial.max_failures)
+    class Controller:
+        def _process_trial_failure(self, trial, exception):  # Tune: count, then decide
+            trial.run_metadata.num_failures += 1
+            seen.append(trial.run_metadata.num_failures <= trial.max_failures)
 
     seen = []
     trial = SimpleNamespace(max_failures=0, run_metadata=SimpleNamespace(
         num_failures=0, invalidate_cache=lambda: None))
-    controller = SimpleNamespace(_process_trial_failure=process)
+    controller = Controller()
     compat.forgive_failures(controller, lambda t, e: "forgive" in str(e))
+    assert "_process_trial_failure" not in vars(controller)  # Tune pickles vars(controller)
     controller._process_trial_failure(trial, exception=RuntimeError("forgive me"))
     assert seen == [True] and (trial.max_failures, trial.run_metadata.num_failures) == (0, 0)
     controller._process_trial_failure(trial, exception=RuntimeError("count me"))
