@@ -7,16 +7,23 @@ they must import heavy dependencies (ray, torch) inside ``func``, not at module 
 
 User errors (a bad instance, a missing file, an invalid value) print ``fluid: error: ...`` on
 stderr and exit with code 2, without a traceback.
+
+With ``--json`` a subcommand prints exactly one JSON document on stdout, with ``print_json``:
+while it runs, everything else written to stdout (its own lines, Ray Tune's experiment banner
+and tables, Ray's logs, child processes started meanwhile) goes to stderr (``json_stdout``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import json
+import os
 import re
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
 
 from fluid import __version__
 from fluid.core.instance import InstanceError
@@ -77,6 +84,51 @@ def error(message: str) -> int:
     return USAGE_ERROR
 
 
+#: Where ``print_json`` writes: the real stdout while ``json_stdout`` is active, else None.
+_json_out: TextIO | None = None
+
+
+@contextlib.contextmanager
+def json_stdout() -> Iterator[TextIO]:
+    """Send stdout to stderr until the block ends; yields a stream to the real stdout.
+
+    Redirected at the Python level (``print``, ``sys.stdout``) and, when ``sys.stdout`` is file
+    descriptor 1, at the descriptor level too: Ray's C++ core, its log handlers holding the
+    old stream and processes started inside the block write to descriptor 1 directly.
+    """
+    global _json_out
+    out = sys.stdout
+    out.flush()
+    try:
+        fd_level = out.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # pytest's capsys, io.StringIO
+        fd_level = False
+    previous = _json_out
+    with contextlib.ExitStack() as stack:
+        real = out
+        if fd_level:
+            saved = os.dup(1)
+            stack.callback(os.close, saved)
+            real = stack.enter_context(open(saved, "w", encoding="utf-8", closefd=False))
+            os.dup2(2, 1)
+            stack.callback(os.dup2, saved, 1)
+            stack.callback(out.flush)  # what the old stream buffered meanwhile: to stderr
+        stack.callback(sys.stderr.flush)
+        _json_out = real
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                yield real
+        finally:
+            _json_out = previous
+
+
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as one line of JSON on the real stdout (see ``json_stdout``)."""
+    out = _json_out if _json_out is not None else sys.stdout
+    out.write(json.dumps(obj) + "\n")
+    out.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``fluid`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
@@ -89,6 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return USAGE_ERROR
     try:
+        if getattr(args, "json", False):
+            with json_stdout():
+                return int(func(args))
         return int(func(args))
     except InstanceError as e:
         return error(str(e))

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from fluid.cli import print_json
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import RunningTrial, dynamic_fluid
 from fluid.core.gpus import GpuPool
@@ -128,8 +127,7 @@ def run_policy(args: argparse.Namespace) -> int:
         for gpus in GPU_COUNTS
     ]
     if args.json:
-        json.dump([asdict(r) for r in results], sys.stdout)
-        sys.stdout.write("\n")
+        print_json([asdict(r) for r in results])
         return 0
     print(
         f"fluid bench policy: median of {args.repeat} runs in ms (seed {args.seed}; h_i1 "

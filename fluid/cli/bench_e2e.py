@@ -12,12 +12,13 @@ measured and the predicted speedup, and Fluid's own overhead (time in its hooks,
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from typing import Any
+
+from fluid.cli import print_json
 
 ALPHA = 1.25  # packing overhead of the modeled trials (Fluid is told it, as if profiled)
 BETA = 1.05
@@ -31,6 +32,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("e2e", help="plain Tune vs Fluid on a real local Ray instance",
                           description=__doc__)
     p.add_argument("--quick", action="store_true", help="a smaller job (under 10 minutes)")
+    p.add_argument("--trials", type=int, default=None, metavar="N",
+                   help="only the job's first N trials (default: all; 10, or 7 with --quick)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -136,9 +139,13 @@ def run(args: argparse.Namespace) -> int:
 
     import ray
 
-    _mark()
     spec = QUICK if args.quick else FULL
     t1, iters, gpus = spec["t1"], spec["iters"], spec["gpus"]
+    if args.trials is not None:
+        if not 1 <= args.trials <= len(t1):
+            raise ValueError(f"--trials must be in [1, {len(t1)}], got {args.trials}")
+        t1 = t1[:args.trials]
+    _mark()
     ray.init(address="local", num_cpus=2, num_gpus=gpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING)
     storage = tempfile.mkdtemp(prefix="fluid-bench-e2e-")
@@ -165,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
            "simulated_speedup": grid["simulated_speedup"], "jobs": jobs,
            "trials": len(t1), "iterations": iters, "gpus": gpus}
     if args.json:
-        print(json.dumps(out))
+        print_json(out)
         return 0
     print(f"{len(t1)} modeled trials x {iters} iterations on {gpus} logical GPUs "
           f"(alpha {ALPHA}, beta {BETA}); one-GPU iteration times {t1}")

@@ -4,25 +4,34 @@ One local Ray instance with logical GPUs runs the same job twice: ``--trials`` t
 report one result and end. Plain Tune gives each trial one GPU; Fluid packs them. Trial
 processes are bounded by logical CPUs (one per trial, ``--cpus`` in all) so that both runs
 start the same number of processes at once and the machine's memory holds. Printed: wall
-clock of each, Fluid's time in its own hooks (its overhead on the driver), and the driver's
-peak memory before and after, to show it stays bounded.
+clock of each, Fluid's time in its own hooks (its overhead on the driver) and its resizes
+(restarts it caused), and the driver's memory before and after, to show it stays bounded.
+
+``--json`` prints one object: ``trials``, ``gpus``, ``cpus``; ``tune`` and ``fluid``, each
+with ``wall_clock`` (s) and ``completed`` (trials that ended normally), ``fluid`` also with
+``vs_tune`` (its wall clock over Tune's), ``hook_seconds``, ``hook_ms_per_trial``, ``resizes``
+and ``resizes_per_trial``; ``driver_peak_rss_mb`` and ``driver_rss_mb`` (peak and current
+resident memory of the driver, MB) at ``start``, ``after_tune`` and ``after_fluid``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import resource
+import shutil
 import sys
 import time
 from typing import Any
+
+from fluid.cli import print_json
 
 
 def register(subparsers: Any) -> None:
     """Add ``fluid bench load``."""
     p = subparsers.add_parser("load", help="many zero-work trials: Fluid vs plain Tune",
                           description=__doc__)
-    p.add_argument("--trials", type=int, default=1000, help="default %(default)s")
+    p.add_argument("--trials", type=int, default=1000,
+                   help="zero-work trials, 1 to 10,000 or more (default %(default)s)")
     p.add_argument("--gpus", type=int, default=64, help="logical GPUs (default %(default)s)")
     p.add_argument("--cpus", type=int, default=16,
                    help="logical CPUs = trial processes at once (default %(default)s)")
@@ -37,9 +46,16 @@ def zero_work(config: dict) -> None:
     tune.report({"done_work": 1})
 
 
-def _rss_mb() -> float:
+def _peak_rss_mb() -> float:
     # ru_maxrss is in KiB on Linux: the driver's peak resident memory so far.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rss_mb() -> float:
+    """The driver's resident memory now, MB (psutil comes with Ray)."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
 
 
 def _timed(trainable: Any, trials: int, **kwargs: Any) -> tuple[float, Any]:
@@ -73,23 +89,26 @@ def run(args: argparse.Namespace) -> int:
     ray.init(address="local", num_cpus=args.cpus, num_gpus=args.gpus, include_dashboard=False,
              log_to_driver=False)
     storage = tempfile.mkdtemp(prefix="fluid-bench-load-")
+    peak, now = [_peak_rss_mb()], [_rss_mb()]
     try:
-        rss0 = _rss_mb()
         print(f"plain Tune: {args.trials} trials, 1 GPU each ...", file=sys.stderr, flush=True)
         plain_s, plain = _timed(
             tune.with_resources(zero_work, {"cpu": 1, "gpu": 1}), args.trials,
             storage_path=storage,
         )
-        rss1 = _rss_mb()
+        peak.append(_peak_rss_mb())
+        now.append(_rss_mb())
         print(f"Fluid: {args.trials} trials ...", file=sys.stderr, flush=True)
         executor = FluidExecutor(cpus_per_trial=1.0, resize_requests=True)
         fluid_s, fluid = _timed(
             tune.with_resources(zero_work, {"cpu": 1, "gpu": 1}), args.trials,
             storage_path=storage, scheduler=executor,
         )
-        rss2 = _rss_mb()
+        peak.append(_peak_rss_mb())
+        now.append(_rss_mb())
     finally:
         ray.shutdown()
+        shutil.rmtree(storage, ignore_errors=True)
     out = {
         "trials": args.trials,
         "gpus": args.gpus,
@@ -99,17 +118,23 @@ def run(args: argparse.Namespace) -> int:
         "fluid": {"wall_clock": fluid_s,
                   "completed": sum(t.status == "TERMINATED" for t in fluid.trials),
                   "hook_seconds": executor.hook_seconds,
-                  "hook_ms_per_trial": 1000 * executor.hook_seconds / args.trials},
-        "driver_peak_rss_mb": {"start": rss0, "after_tune": rss1, "after_fluid": rss2},
+                  "hook_ms_per_trial": 1000 * executor.hook_seconds / args.trials,
+                  "vs_tune": fluid_s / plain_s,
+                  "resizes": executor.resizes,
+                  "resizes_per_trial": executor.resizes / args.trials},
+        "driver_peak_rss_mb": dict(zip(("start", "after_tune", "after_fluid"), peak, strict=True)),
+        "driver_rss_mb": dict(zip(("start", "after_tune", "after_fluid"), now, strict=True)),
     }
     if args.json:
-        print(json.dumps(out))
+        print_json(out)
         return 0
     print(f"{args.trials} zero-work trials on {args.gpus} logical GPUs, {args.cpus} at once")
     print(f"  plain Tune: {plain_s:8.1f} s  ({out['tune']['completed']} completed)")
     print(f"  Fluid:      {fluid_s:8.1f} s  ({out['fluid']['completed']} completed), "
           f"{executor.hook_seconds:.2f} s in Fluid's hooks "
-          f"({out['fluid']['hook_ms_per_trial']:.2f} ms per trial)")
-    print(f"  driver peak RSS: {rss0:.0f} MB at start, {rss1:.0f} MB after plain Tune, "
-          f"{rss2:.0f} MB after Fluid")
+          f"({out['fluid']['hook_ms_per_trial']:.2f} ms per trial), {executor.resizes} resizes; "
+          f"{fluid_s / plain_s:.2f} x plain Tune's wall clock")
+    for label, mb in (("peak RSS", peak), ("RSS", now)):
+        print(f"  driver {label}: {mb[0]:.0f} MB at start, {mb[1]:.0f} MB after plain Tune, "
+              f"{mb[2]:.0f} MB after Fluid")
     return 0

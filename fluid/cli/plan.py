@@ -10,12 +10,11 @@ to search).
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sys
 from dataclasses import dataclass
 from typing import Any
 
+from fluid.cli import print_json
 from fluid.core.bounds import best_found, lower_bound
 from fluid.core.gpus import GpuPool
 from fluid.core.groupsim import POLICIES, GroupSchedule, simulate_group
@@ -195,8 +194,7 @@ def run(args: argparse.Namespace) -> int:
         instance, title = load_instance(args.instance), str(args.instance)
     result = plan_instance(instance)
     if args.json:
-        json.dump(result.to_json(), sys.stdout)
-        sys.stdout.write("\n")
+        print_json(result.to_json())
     else:
         print(render(result, title))
     return 0

@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Any
 
+from fluid.cli import print_json
+
 
 def register(subparsers: Any) -> None:
     """Add ``fluid profile``."""
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         ray.shutdown()
     if args.json:
-        print(json.dumps(prof.to_json()))
+        print_json(prof.to_json())
         return 0
     kind = "CPU numbers (no GPU: trials shared CPU cores)" if prof.device.startswith("cpu") else \
         "GPU numbers"

@@ -16,11 +16,12 @@ Needs matplotlib (``pip install 'fluid-tune[plot]'``). Also runs as ``python -m 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from fluid.cli import print_json
 
 
 def register(subparsers: Any) -> None:
@@ -60,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fluid: error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps([{"path": str(p.path), "kind": p.kind, "series": p.series}
-                          for p in plots]))
+        print_json([{"path": str(p.path), "kind": p.kind, "series": p.series} for p in plots])
     else:
         for p in plots:
             print(f"{p.path}  ({p.kind}, {len(p.series)} series)")

@@ -41,7 +41,6 @@ A progress bar goes to stderr (``--no-progress`` turns it off).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import statistics
@@ -51,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from fluid.algorithms import ALGORITHMS
+from fluid.cli import print_json
 
 WORKLOADS = ("cifar10", "wlm", "dcgan", "synthetic")
 
@@ -208,7 +208,10 @@ def run(args: argparse.Namespace) -> int:
         from fluid.sim.validate import render, validate
 
         result = validate()
-        print(json.dumps(result) if args.json else render(result))
+        if args.json:
+            print_json(result)
+        else:
+            print(render(result))
         return 0
     if args.paper:
         path = write_paper(args.out, seeds=args.seeds, quick=args.quick,
@@ -236,8 +239,7 @@ def run(args: argparse.Namespace) -> int:
                        profile=not args.no_profile, progress=bar)
         bar.close()
     if args.json:
-        json.dump(comp.to_json(), sys.stdout)
-        sys.stdout.write("\n")
+        print_json(comp.to_json())
     else:
         print_comparison(comp, workload)
     return 0

@@ -101,6 +101,7 @@ class RunResult:
     resizes: int | None = None  # shape changes Fluid made (None: the executor does not resize)
     best: float | None = None
     sim_seconds: float = 0.0  # wall-clock seconds the simulation took
+    hook_seconds: float | None = None  # of them, in Fluid's hooks (None: not a FluidExecutor)
     stalled: bool = False  # Tune would hang here (makespan: when it stalled)
 
     def public(self) -> dict[str, Any]:
@@ -392,7 +393,7 @@ def run_experiment(
         makespan=stats.makespan, gpu_seconds=stats.gpu_seconds,
         gpu_utilization=stats.gpu_utilization, trials=stats.trials, restarts=stats.restarts,
         best=stats.best, sim_seconds=_time.perf_counter() - t0, stalled=stalled,
-        resizes=getattr(sched, "resizes", None),
+        resizes=getattr(sched, "resizes", None), hook_seconds=getattr(sched, "hook_seconds", None),
     )
     return (result, stats) if return_stats else result
 
