@@ -16,7 +16,9 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
     """Ray's ``PopulationBasedTraining`` with the population as one TrialGroup.
 
     A trial's budget is its next perturbation: ``last_perturbation_time`` plus the
-    perturbation interval, in PBT's ``time_attr`` (fractional intervals included).
+    perturbation interval, in PBT's ``time_attr`` (fractional intervals included). The population is a
+    ``sync`` group: under Fluid a member that reached its perturbation waits until the others
+    have, so exploits clone donors at the same point as under plain Tune.
     """
 
     def _declare(self, trial: Trial, result: dict | None = None) -> None:
@@ -24,6 +26,7 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
         self.new_trial_group(
             [trial], state.last_perturbation_time + self._perturbation_interval, GROUP,
             time_attr=self._time_attr, progress={trial.trial_id: result} if result else None,
+            sync=True,
         )
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:

@@ -7,7 +7,9 @@ How it steers Tune (the mechanism of DESIGN.md section 3, checked on Ray 2.60):
 * **release with a shape**: ``choose_trial_to_run`` gives a held trial its placement group
   (``trial.update_resources``) and returns it;
 * **resize**: ``on_trial_result`` returns PAUSE after a result that carried a checkpoint; Tune
-  saves and stops the actor; the trial is released again with its new shape and restores.
+  saves and stops the actor; the trial is released again with its new shape and restores;
+* **barrier**: the same PAUSE holds a member of a ``sync`` group (a PBT population) that got
+  ahead until the others caught up (``_barrier``).
 
 The base scheduler keeps deciding *what* runs: it sees every trial with the status it expects
 (a held trial looks PENDING to it, a trial paused for a resize looks RUNNING), and a held trial
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -36,6 +39,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid.core import C_MAX, O_TH, S_TH, PolicyConfig
 from fluid.tune import _actions as actions
+from fluid.tune import _barrier as barrier
 from fluid.tune import _ray_compat as compat
 from fluid.tune._base import base_view, eligible
 from fluid.tune._estimator import OverheadEstimator
@@ -51,7 +55,16 @@ from fluid.tune._state import StateStore, apply_saved, state_of
 
 logger = logging.getLogger("fluid")
 
+#: What torch's CUDA out-of-memory error says (``torch.OutOfMemoryError``, a RuntimeError).
+_CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError")
+
 __all__ = ["FluidConfigError", "FluidExecutor"]
+
+
+def is_cuda_oom(error: BaseException) -> bool:
+    """Whether a trial's error (as Ray passes it on, with the trainable's traceback) is torch
+    running out of GPU memory."""
+    return bool(_CUDA_OOM.search(str(error)))
 
 
 @compat.refuse_buffered_results
@@ -246,6 +259,7 @@ class FluidExecutor(TrialScheduler):
         actions.install_outstanding_limit(tc, self.outstanding, bound)
         actions.install_shape_column(controller, self._book, self.mps)
         install_restart_trim(controller)
+        compat.forgive_failures(controller, self._out_of_gpu_memory)
         if self.mps is not None:
             self.mps.start()
         self._state.directory = compat.experiment_dir(controller)
@@ -269,6 +283,10 @@ class FluidExecutor(TrialScheduler):
         """Hold the new trial (Tune sees it PAUSED) until the base would start it."""
         t0 = time.perf_counter()
         self._first_contact(tune_controller)
+        if trial.status in (Trial.TERMINATED, Trial.ERROR):
+            self._add_finished(tune_controller, trial)
+            self.hook_seconds += time.perf_counter() - t0
+            return
         asked = width_of(trial.placement_group_factory)
         if asked > self.planner.gpus:
             raise FluidConfigError(
@@ -294,6 +312,20 @@ class FluidExecutor(TrialScheduler):
         self.planner.dirty = True
         self.hook_seconds += time.perf_counter() - t0
 
+    def _add_finished(self, tune_controller: Any, trial: Trial) -> None:
+        """A trial Tune re-adds already finished (a restored experiment, TERMINATED or ERROR).
+
+        It is recorded DONE with its saved measurements (they still inform the estimates of
+        unmeasured trials): never held, planned, placed or counted as outstanding.
+        """
+        self.base.on_trial_add(tune_controller, trial)
+        gid, until = self._book.group_of_new(trial)
+        rec = new_record(trial, gid, until, elastic=False)  # it never runs again
+        apply_saved(rec, self._restored.get(trial.trial_id))
+        rec.iteration = int(trial.last_result.get("training_iteration", 0) or 0)
+        rec.phase, rec.base_status = Phase.DONE, trial.status
+        self._book.add(rec)
+
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """Plan if anything changed; return the next planned trial with its new shape."""
         t0 = time.perf_counter()
@@ -305,8 +337,17 @@ class FluidExecutor(TrialScheduler):
             if settled:
                 self._pausing.difference_update(settled)
                 self.planner.dirty = True
-            if self.planner.dirty:
-                self.planner.plan(lambda: eligible(self.base, self._book, tune_controller))
+            caught_up = barrier.released(self._book)
+            if self.planner.dirty or caught_up:
+                held: list[TrialRecord] = []
+
+                def startable() -> list[TrialRecord]:
+                    found = eligible(self.base, self._book, tune_controller)
+                    held.extend(r for r in found if barrier.held(self._book, r))
+                    return caught_up + [r for r in found if r not in held]
+
+                self.planner.plan(startable)
+                self.planner.dirty = self.planner.dirty or bool(held)  # look again next step
             rec = self.planner.next_ready()
             if rec is None:
                 return None
@@ -320,7 +361,7 @@ class FluidExecutor(TrialScheduler):
         """Measure; ask the base; PAUSE instead of CONTINUE when the plan resized the trial."""
         t0 = time.perf_counter()
         rec = self._book[trial.trial_id]
-        now = self._clock()
+        now, until = self._clock(), rec.until  # the budget it ran to (the base may move it)
         rec.iteration = int(result.get("training_iteration", rec.iteration + 1))
         if self.estimator.observe(rec, result.get("time_this_iter_s"), now):
             self.planner.replan(rec.group)  # first measurement: a profiling round
@@ -330,7 +371,16 @@ class FluidExecutor(TrialScheduler):
         rec.checkpoints = rec.checkpoints or checkpointed
         with base_view(self._book):
             decision = self.base.on_trial_result(tune_controller, trial, result)
-        if decision == TrialScheduler.CONTINUE and rec.width != rec.actual and checkpointed:
+        if (decision == TrialScheduler.CONTINUE and checkpointed
+                and barrier.must_wait(self._book, rec, until)):
+            self.planner.release(rec)
+            rec.phase = Phase.WAITING
+            rec.shapes.append((now, None, ()))
+            self.planner.replan(rec.group)  # its GPUs go to the members behind it
+            logger.info("Fluid: %s waits at iteration %d for its TrialGroup", trial,
+                        rec.iteration)
+            decision = TrialScheduler.PAUSE
+        elif decision == TrialScheduler.CONTINUE and rec.width != rec.actual and checkpointed:
             self.planner.start_resize(rec, now)
             self.report.resizing(rec)
             decision = TrialScheduler.PAUSE
@@ -372,6 +422,23 @@ class FluidExecutor(TrialScheduler):
         self._depart(trial)
         with base_view(self._book):
             self.base.on_trial_remove(tune_controller, trial)
+
+    def _out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
+        """A packed trial that ran out of GPU memory: Fluid's doing, not the user's.
+
+        Its least share doubles (``1/k`` -> ``2/k``, at most a whole GPU) and Tune retries it
+        without counting the failure against ``max_failures``. An out-of-memory error on a
+        whole GPU or more counts as any other failure.
+        """
+        rec = self._book.get(trial.trial_id)
+        if rec is None or rec.actual is None or rec.actual >= 1 or not is_cuda_oom(error):
+            return False
+        rec.min_share = min(1.0, 2 * rec.actual)
+        logger.warning("Fluid: %s ran out of GPU memory on %s; retrying it on at least %s "
+                       "(not counted in max_failures)", trial, describe(rec.actual),
+                       describe(rec.min_share))
+        self._state.save(self._snapshot, force=True)
+        return True
 
     def _depart(self, trial: Trial) -> None:
         rec = self._book.get(trial.trial_id)
@@ -429,6 +496,12 @@ class FluidExecutor(TrialScheduler):
         """
         rec = self._book.get(trial_id)
         return list(rec.shapes) if rec else []
+
+    def gpu_need(self, trial_id: str) -> float | None:
+        """Least share of a GPU the trial is given since it ran out of GPU memory on a smaller
+        one (kept with the experiment's measurements); ``None``: it never ran out."""
+        rec = self._book.get(trial_id)
+        return rec.min_share if rec else None
 
     def trial_shape(self, trial_id: str) -> str:
         """Human-readable current shape of a trial (``'0.5 GPU'``, ``'gang of 3 GPU'``)."""

@@ -48,6 +48,8 @@ class TrialGroup:
         time_attr: the unit of ``budget`` (the algorithm's ``time_attr``).
         budget: ``{trial_id: value of time_attr}`` at which each trial's budget ends, as the
             algorithm gave it (may be fractional).
+        sync: the members must stay in step (a PBT population): a member that reached its
+            budget waits, paused, until every unfinished member has reached its iteration.
     """
 
     trials: list[Trial]
@@ -55,6 +57,7 @@ class TrialGroup:
     name: str = ""
     time_attr: str = ITERATIONS
     budget: dict[str, float] = field(default_factory=dict)
+    sync: bool = False
 
     @classmethod
     def of(
@@ -64,6 +67,7 @@ class TrialGroup:
         name: str = "",
         time_attr: str = ITERATIONS,
         progress: Mapping[str, Mapping[str, Any]] | None = None,
+        sync: bool = False,
     ) -> TrialGroup:
         """Build a group.
 
@@ -76,6 +80,7 @@ class TrialGroup:
             progress: the latest result of a trial where ``trial.last_result`` is not yet
                 updated (inside ``on_trial_result``); used to convert a budget in another unit
                 to iterations.
+            sync: the members must stay in step (see the class).
         """
         trials = list(trials)
         if isinstance(until, Mapping):
@@ -97,7 +102,8 @@ class TrialGroup:
             )
             for t in trials
         }
-        return cls(trials, iterations, name, time_attr, {k: float(v) for k, v in budgets.items()})
+        return cls(trials, iterations, name, time_attr, {k: float(v) for k, v in budgets.items()},
+                   sync)
 
 
 def _positive(value: Any) -> bool:
@@ -137,14 +143,16 @@ class TrialGroupMixin:
         *,
         time_attr: str = ITERATIONS,
         progress: Mapping[str, Mapping[str, Any]] | None = None,
+        sync: bool = False,
     ) -> TrialGroup:
         """Declare that ``trials`` form a TrialGroup, each to run to ``until`` of ``time_attr``.
 
         ``until`` is in the algorithm's unit (``time_attr``, iterations by default) and may be
         fractional; ``progress`` maps a trial id to a result its ``last_result`` does not hold
-        yet (see :meth:`TrialGroup.of`).
+        yet (see :meth:`TrialGroup.of`); ``sync``: its members must stay in step (see
+        ``TrialGroup``).
         """
-        group = TrialGroup.of(trials, until, name, time_attr, progress)
+        group = TrialGroup.of(trials, until, name, time_attr, progress, sync)
         if self._fluid_executor is not None:
             self._fluid_executor.add_group(group)
         return group

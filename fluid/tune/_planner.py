@@ -134,14 +134,16 @@ class Planner:
         self.dirty = True
 
     def spec(self, rec: TrialRecord) -> TrialSpec:
-        """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time."""
+        """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time;
+        ``c_i`` from the trial's ``min_share`` (it ran out of GPU memory at a smaller one)."""
         est = self._estimator
         until = rec.until if rec.until is not None else self._book.default_until(rec)
         left = max(1, until - rec.iteration)
         # A trainable that is not elastic runs on one GPU, or on the GPUs it asked for.
         d = None if rec.elastic else max(1, int(rec.w_min or 1))
+        c = None if rec.min_share is None else int(math.floor(1 / rec.min_share + 1e-9))
         return TrialSpec(rec.trial_id, left * est.iteration_time(rec), est.alpha, est.beta,
-                         d=d, memory=est.memory(rec), w_min=rec.w_min)
+                         c=c, d=d, memory=est.memory(rec), w_min=rec.w_min)
 
     def plan(self, eligible: Callable[[], list[TrialRecord]]) -> None:
         """Start queued trials, size the trials ``eligible()`` returns, then re-size groups."""

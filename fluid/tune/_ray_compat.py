@@ -12,6 +12,8 @@ Importing this module (and so ``fluid.tune``) with a Ray outside ``SUPPORTED_RAY
 from __future__ import annotations
 
 import os
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +189,51 @@ def result_file_copies(trial: Any) -> list[tuple[str, str, Any]]:
     return copies
 
 
+#: Each controller's ``forgive`` (kept outside the controller: Tune saves its ``__dict__``).
+_FORGIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def forgive_failures(controller: Any, forgive: Callable[[Any, Exception], bool]) -> None:
+    """Have the controller retry a failed trial without counting the failure when
+    ``forgive(trial, exception)`` says so (the trial is then requeued as a retry would be).
+
+    Why: Tune counts every trial error against ``max_failures`` in
+    ``TuneController._process_trial_failure`` (``Trial.handle_error`` adds to
+    ``run_metadata.num_failures``, then ``Trial.should_recover`` decides), before any scheduler
+    hook sees the error; no public hook can tell it a failure was the scheduler's doing (a
+    packed trial out of GPU memory). The controller's class becomes a subclass whose
+    ``_process_trial_failure`` lifts ``max_failures`` for that one call and puts the failure
+    count back, so Tune recovers the trial and the user's budget is intact. (Not an instance
+    attribute: Tune pickles the controller's ``__dict__`` into the experiment state.)
+    """
+    cls = type(controller)
+    if not hasattr(cls, "_process_trial_failure"):  # a simulated controller: no such failures
+        return
+    if not issubclass(cls, _Forgiving):
+        controller.__class__ = type(f"Forgiving{cls.__name__}", (_Forgiving, cls), {})
+    _FORGIVE[controller] = forgive
+
+
+class _Forgiving:
+    """Mixed into the controller's class by ``forgive_failures``."""
+
+    def _process_trial_failure(self, trial: Any, exception: Exception) -> None:
+        original = super()._process_trial_failure  # type: ignore[misc]
+        forgive = _FORGIVE.get(self)
+        if forgive is None or not forgive(trial, exception):
+            original(trial, exception=exception)
+            return
+        failures, limit = trial.run_metadata.num_failures, trial.max_failures
+        if limit >= 0:
+            trial.max_failures = max(limit, failures + 1)
+        try:
+            original(trial, exception=exception)
+        finally:
+            trial.max_failures = limit
+            trial.run_metadata.num_failures = failures
+            trial.run_metadata.invalidate_cache()
+
+
 #: The ``TrialScheduler`` class attribute by which a scheduler refuses buffered results.
 #: Why: Tune may deliver several results of a trial at once (``TUNE_RESULT_BUFFER_LENGTH``);
 #: a Fluid resize must PAUSE right after the result it follows, so FluidExecutor sets it False.
@@ -231,6 +278,7 @@ __all__ = [
     "check_ray_version",
     "controller_of",
     "experiment_dir",
+    "forgive_failures",
     "refuse_buffered_results",
     "restart_iteration",
     "result_file_copies",

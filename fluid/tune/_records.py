@@ -3,13 +3,16 @@
 A trial moves through the phases::
 
     HELD -> QUEUED -> READY -> RUNNING <-> RESIZING
-      ^                          |
+      ^               ^          |
+      |               +- WAITING +
       +------- PAUSED <----------+          (any) -> DONE
 
 HELD: added, waiting until the base scheduler would start it (Tune sees it PAUSED);
 QUEUED: StaticFluid gave it a width ``w``, it waits for GPUs; READY: placed in the GPU plan, to
 be handed to Tune; RUNNING: Tune runs it at ``actual``; RESIZING: paused by Fluid to restart at
-``width``; PAUSED: paused by the base scheduler (a rung, PBT's exploit); DONE: left for good.
+``width``; WAITING: paused by Fluid at a ``sync`` group's barrier until the other members
+caught up (then planned again); PAUSED: paused by the base scheduler (a rung, PBT's exploit);
+DONE: left for good (a restored experiment's finished trials start DONE).
 """
 
 from __future__ import annotations
@@ -36,16 +39,18 @@ class Phase(Enum):
     READY = "ready"
     RUNNING = "running"
     RESIZING = "resizing"
+    WAITING = "waiting"
     PAUSED = "paused"
     DONE = "done"
 
 
 #: Tune's status of these differs from what the base scheduler expects (see ``_base``).
-MASKED = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RESIZING})
+MASKED = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RESIZING, Phase.WAITING})
 #: Waiting for the base scheduler to (re)start them.
 STARTABLE = frozenset({Phase.HELD, Phase.PAUSED})
 #: Held or running: what a model-based searcher has in flight.
-OUTSTANDING = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RUNNING, Phase.RESIZING})
+OUTSTANDING = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RUNNING, Phase.RESIZING,
+                         Phase.WAITING})
 #: Holding GPUs in Fluid's plan.
 PLACED = frozenset({Phase.READY, Phase.RUNNING, Phase.RESIZING})
 #: Running in Tune, at their width or being resized to it.
@@ -62,6 +67,8 @@ class TrialRecord:
     ``asked`` is the GPUs the trial's own placement group asked for; unless the user lets
     Fluid resize requests, ``w_min`` is the least width that gives them, and ``request`` the
     trial's own factory, kept when it runs at ``w_min`` (a trainable that is not elastic).
+    ``min_share``: after the trial ran out of GPU memory at a packed share, the least share it
+    is given from then on (its ``c_i = floor(1 / min_share)``).
     """
 
     trial: Trial
@@ -86,6 +93,7 @@ class TrialRecord:
     w_min: float | None = None  # least width honouring ``asked`` (None: Fluid sizes freely)
     request: Any = None  # the trial's own PlacementGroupFactory, run as is at ``w_min``
     warned: bool = False  # told the user Fluid resized its request
+    min_share: float | None = None  # least GPU share it fits in (it ran out of memory below)
 
     @property
     def trial_id(self) -> str:
@@ -125,9 +133,10 @@ class TrialBook:
                     self.groups[g].name == group.name), None)
         if gid is None:
             gid = len(self.groups)
-            self.groups[gid] = TrialGroup([], {}, group.name)
+            self.groups[gid] = TrialGroup([], {}, group.name, sync=group.sync)
             logger.info("Fluid: new TrialGroup %d %r", gid, group.name)
         target = self.groups[gid]
+        target.sync = target.sync or group.sync
         changed = False
         for t in group.trials:
             if t.trial_id not in target.until:

@@ -2,9 +2,9 @@
 
 ``fluid_state.json`` in the experiment's driver directory holds the measured resize costs
 (``eps``) and, per trial, its iteration-time samples, whether it checkpoints, its resizes, its
-iteration and the GPUs it asked for (its placement group is Fluid's shape by then). Writes are
-throttled (with thousands of trials, a write per result would dominate the driver) and never
-fail a run.
+iteration, the GPUs it asked for (its placement group is Fluid's shape by then) and the least
+GPU share it needs once it ran out of GPU memory. Writes are throttled (with thousands of
+trials, a write per result would dominate the driver) and never fail a run.
 """
 
 from __future__ import annotations
@@ -35,20 +35,22 @@ def state_of(book: TrialBook, estimator: OverheadEstimator) -> dict[str, Any]:
         "trials": {
             tid: {"samples": [list(x) for x in r.samples], "checkpoints": r.checkpoints,
                   "resizes": r.resizes, "iteration": r.iteration, "asked": r.asked,
-                  "w_min": r.w_min, "request": r.request.bundles if r.request else None}
+                  "w_min": r.w_min, "request": r.request.bundles if r.request else None,
+                  "min_share": r.min_share}
             for tid, r in book.records.items()
         },
     }
 
 
 def apply_saved(rec: TrialRecord, saved: dict[str, Any] | None) -> None:
-    """Give a new record the samples, checkpointing and request a saved state has for its
-    trial."""
+    """Give a new record the samples, checkpointing, request and least GPU share
+    (``min_share``) a saved state has for its trial."""
     if not saved:
         return
     rec.samples.extend(tuple(x) for x in saved.get("samples", [])
                        if isinstance(x, list) and len(x) == 2)
     rec.checkpoints = saved.get("checkpoints", False)
+    rec.min_share = saved.get("min_share")
     if "asked" in saved:  # what the trial asked for: its placement group is Fluid's shape now
         rec.asked, rec.w_min = float(saved["asked"]), saved.get("w_min")
         bundles = saved.get("request")

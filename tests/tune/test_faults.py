@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 import ray.tune
@@ -11,6 +13,7 @@ from ray.tune import RunConfig, TuneConfig, Tuner
 from fluid import FluidConfigError, FluidExecutor, tune
 from fluid.schedulers import ASHAScheduler
 from fluid.tune._records import Phase
+from fluid.tune._state import STATE_FILE
 from tests.tune.trainables import modeled, plain
 
 ITERS = 5
@@ -49,6 +52,35 @@ def test_retry_and_failure_for_good(ray4, tmp_path):
         assert list(df["it"]) == list(range(1, ITERS + 1)), trial
     # The GPUs of the trial that failed for good went to the others.
     assert any(e["kind"] == "dynamic" for e in ex.plan_log)
+
+
+def test_packed_trial_out_of_gpu_memory_is_retried_alone(ray4, tmp_path):
+    """A packed trial that dies of CUDA OOM is retried on a larger share (here alone) without
+    using the user's max_failures, and Fluid remembers the share it needs."""
+    configs = [{"t": 0.2, "iters": ITERS, "oom_below": 1.0}] + [{"t": 0.2, "iters": ITERS}] * 7
+    ex = _ex()
+    analysis = tune.run(
+        modeled,
+        config={"cfg": tune.grid_search(configs)},
+        trial_executor=ex,
+        storage_path=str(tmp_path),
+        max_failures=0,
+        raise_on_failed_trial=False,
+        verbose=0,
+    )
+    assert {t.status for t in analysis.trials} == {"TERMINATED"}
+    (big,) = [t for t in analysis.trials if "oom_below" in t.config["cfg"]]
+    assert big.num_failures == 0
+    first = [w for _, w, _ in ex.shape_timeline(big.trial_id) if w][0]
+    assert first < 1  # it was packed, and ran out of memory there
+    need = ex.gpu_need(big.trial_id)
+    assert need is not None and need >= 2 * first
+    df = analysis.trial_dataframes[big.trial_id]
+    assert list(df["it"]) == list(range(1, ITERS + 1))
+    assert min(df["gpus"]) >= 1.0
+    assert all(ex.gpu_need(t.trial_id) is None for t in analysis.trials if t is not big)
+    state = json.loads((tmp_path / Path(analysis.experiment_path).name / STATE_FILE).read_text())
+    assert state["trials"][big.trial_id]["min_share"] == need
 
 
 def test_plain_trainable_with_asha_matches_plain_tune(ray4, tmp_path):

@@ -81,6 +81,32 @@ def test_set_trial_status_signature():
     assert seen == [("trial", "PAUSED")]
 
 
+def test_failures_are_counted_where_fluid_forgives_them():
+    assert _params(TuneController._process_trial_failure) == ["self", "trial", "exception"]
+    source = inspect.getsource(TuneController._process_trial_failure)
+    assert "trial.handle_error(" in source and "trial.should_recover()" in source
+    from ray.tune.experiment import Trial
+
+    assert "run_metadata.num_failures += 1" in inspect.getsource(Trial._handle_ray_task_error)
+    assert "self.max_failures" in inspect.getsource(Trial.should_recover)
+
+    class Controller:
+        def _process_trial_failure(self, trial, exception):  # Tune: count, then decide
+            trial.run_metadata.num_failures += 1
+            seen.append(trial.run_metadata.num_failures <= trial.max_failures)
+
+    seen = []
+    trial = SimpleNamespace(max_failures=0, run_metadata=SimpleNamespace(
+        num_failures=0, invalidate_cache=lambda: None))
+    controller = Controller()
+    compat.forgive_failures(controller, lambda t, e: "forgive" in str(e))
+    assert "_process_trial_failure" not in vars(controller)  # Tune pickles vars(controller)
+    controller._process_trial_failure(trial, exception=RuntimeError("forgive me"))
+    assert seen == [True] and (trial.max_failures, trial.run_metadata.num_failures) == (0, 0)
+    controller._process_trial_failure(trial, exception=RuntimeError("count me"))
+    assert seen == [True, False] and trial.run_metadata.num_failures == 1
+
+
 def test_callback_list_is_a_mutable_list():
     ours = Callback()
     callbacks = CallbackList([ours])

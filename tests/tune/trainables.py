@@ -21,6 +21,7 @@ def modeled(config: dict) -> None:
 
     ``score`` grows with the iteration and ``config["q"]`` so algorithms have a metric.
     ``fail_at``: raise once at that iteration (a marker file makes it once per trial).
+    ``oom_below``: raise torch's CUDA out-of-memory error when given less GPU than that.
     """
     config = config.get("cfg", config)
     start = 0
@@ -29,6 +30,8 @@ def modeled(config: dict) -> None:
         with ckpt.as_directory() as d, open(os.path.join(d, "state.json")) as f:
             start = json.load(f)["it"]
     gpus = trial_width()
+    if gpus < config.get("oom_below", 0):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; fake)")
     for it in range(start + 1, int(config.get("iters", 4)) + 1):
         time.sleep(config.get("t", 0.1) / max(gpus, 1.0))
         fail_at = config.get("fail_at")

@@ -1,0 +1,49 @@
+"""The barrier of a ``sync`` TrialGroup (a PBT population): its members stay in step.
+
+Fluid sizes members by their measured speed and packs or gangs them, so without a barrier they
+progress at very different rates, and a member that races ahead clones (at its exploit) a donor
+checkpointed intervals behind, re-running those iterations. Plain Tune keeps a population in
+step only through scarcity (a member waits in PENDING while others run).
+
+The rule: a member of a ``sync`` group that reached its budget ``until`` (its next perturbation)
+with a checkpoint waits (WAITING: paused, its GPUs given to the others) while any other
+unfinished member has not reached its iteration; then it is planned again. A member the base
+scheduler paused there (PBT's exploit, or PBT's own PAUSE) restarts under the same condition.
+Every member runs to its next perturbation only once all have reached the last one, so the
+most and the least advanced unfinished members are at most one perturbation interval apart.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fluid.tune._records import Phase, TrialBook, TrialRecord
+
+
+def must_wait(book: TrialBook, rec: TrialRecord, until: int | None) -> bool:
+    """Whether ``rec``, whose budget before its latest result was ``until``, waits now."""
+    group = book.groups.get(rec.group)
+    if group is None or not group.sync or until is None or rec.iteration < until:
+        return False
+    return _slowest_other(book, rec) < rec.iteration
+
+
+def released(book: TrialBook) -> list[TrialRecord]:
+    """Waiting members whose group caught up: every other unfinished member reached them."""
+    return [r for r in book.in_phase(frozenset({Phase.WAITING}))
+            if _slowest_other(book, r) >= r.iteration]
+
+
+def held(book: TrialBook, rec: TrialRecord) -> bool:
+    """Whether a member the base scheduler paused (PBT pauses at a perturbation: an exploit,
+    or others waiting) must not restart yet: some other unfinished member is behind it."""
+    group = book.groups.get(rec.group)
+    return (group is not None and group.sync and rec.phase is Phase.PAUSED
+            and _slowest_other(book, rec) < rec.iteration)
+
+
+def _slowest_other(book: TrialBook, rec: TrialRecord) -> float:
+    """Least iteration of the other unfinished members of ``rec``'s group (inf: none)."""
+    return min((r.iteration for r in book.records.values()
+                if r.group == rec.group and r is not rec and r.phase is not Phase.DONE),
+               default=math.inf)
