@@ -16,20 +16,17 @@ The base scheduler keeps deciding *what* runs: it sees every trial with the stat
 starts only when the base would have started it. All planning happens in
 ``choose_trial_to_run`` (once per controller step); the other hooks record what happened.
 
-The parts, one job each: ``_options`` (options and their validation), ``_records`` (a
-``TrialRecord`` per trial in a ``Phase``, the TrialGroups), ``_estimator`` (``alpha``, ``beta``,
-``eps``, iteration times), ``_planner`` (records to ``fluid.core`` plans), ``_base`` (what the
-base scheduler sees), ``_actions`` (what is done to Tune), ``_state`` (measurements kept with the
-experiment), ``_history`` (each iteration once in the result files across restarts),
-``_ray_compat`` (Ray's private API).
+The parts, one job each (``_options``, ``_records``, ``_estimator``, ``_planner``, ``_base``,
+``_actions``, ``_admission``, ``_state``, ``_history``, ``_barrier``, ``_ray_compat``), are
+mapped in docs/design.md ("FluidExecutor's parts").
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -39,6 +36,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid.core import C_MAX, O_TH, S_TH, PolicyConfig
 from fluid.tune import _actions as actions
+from fluid.tune import _admission as admission
 from fluid.tune import _barrier as barrier
 from fluid.tune import _ray_compat as compat
 from fluid.tune._base import base_view, eligible
@@ -46,25 +44,16 @@ from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup
 from fluid.tune._history import install_restart_trim
 from fluid.tune._options import DEFAULT_ITERATION_TIME, FluidConfigError, FluidOptions
-from fluid.tune._planner import CPU_TOL, Planner
+from fluid.tune._planner import Planner
 from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialBook, TrialRecord, new_record
 from fluid.tune._report import PlanReport
 from fluid.tune._resources import RayResourceView, ResourceView, cpus_of_view
-from fluid.tune._shapes import describe, width_of
+from fluid.tune._shapes import describe
 from fluid.tune._state import StateStore, apply_saved, state_of
 
 logger = logging.getLogger("fluid")
 
-#: What torch's CUDA out-of-memory error says (``torch.OutOfMemoryError``, a RuntimeError).
-_CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError")
-
 __all__ = ["FluidConfigError", "FluidExecutor"]
-
-
-def is_cuda_oom(error: BaseException) -> bool:
-    """Whether a trial's error (as Ray passes it on, with the trainable's traceback) is torch
-    running out of GPU memory."""
-    return bool(_CUDA_OOM.search(str(error)))
 
 
 @compat.refuse_buffered_results
@@ -179,7 +168,6 @@ class FluidExecutor(TrialScheduler):
         self._restored: dict[str, Any] = {}
         self.hook_seconds = 0.0  # time spent in Fluid's hooks (its overhead on the driver)
 
-    # ------------------------------------------------------------------ configuration
     def set_base(self, base_scheduler: TrialScheduler) -> None:
         """Wrap another base scheduler (before the experiment starts)."""
         if not isinstance(base_scheduler, TrialScheduler) or isinstance(
@@ -240,19 +228,10 @@ class FluidExecutor(TrialScheduler):
             return
         self._checked = True
         controller = compat.controller_of(tc)
-        if compat.reuses_actors(controller):
-            raise FluidConfigError(
-                "reuse_actors=True cannot be used with FluidExecutor: every trial gets its own "
-                "placement group shape; pass reuse_actors=False"
-            )
         if self._resources is None:
             self._resources = RayResourceView(self._clock)
         gpus = self._resources.gpus()
-        if gpus <= 0:
-            raise FluidConfigError(
-                "the Ray cluster has no GPUs; FluidExecutor sizes trials in GPUs (on a machine "
-                "without GPUs, start Ray with logical ones: ray.init(num_gpus=N))"
-            )
+        admission.check_setup(controller, gpus)
         self.planner.start(gpus, cpus_of_view(self._resources))
         self.report.start(controller)
         bound = self.options.max_outstanding or max(2, int(2 * gpus))
@@ -278,21 +257,16 @@ class FluidExecutor(TrialScheduler):
         if changed:
             self.planner.replan(gid)
 
-    # ------------------------------------------------------------------ hooks
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         """Hold the new trial (Tune sees it PAUSED) until the base would start it."""
         t0 = time.perf_counter()
         self._first_contact(tune_controller)
         if trial.status in (Trial.TERMINATED, Trial.ERROR):
-            self._add_finished(tune_controller, trial)
+            self.base.on_trial_add(tune_controller, trial)
+            admission.record_finished(self._book, trial, self._restored.get(trial.trial_id))
             self.hook_seconds += time.perf_counter() - t0
             return
-        asked = width_of(trial.placement_group_factory)
-        if asked > self.planner.gpus:
-            raise FluidConfigError(
-                f"trial {trial} asks for {asked:g} GPUs but the cluster has "
-                f"{self.planner.gpus:g}"
-            )
+        admission.check_request(self.planner, trial)
         rec = self._book.get(trial.trial_id)
         self.base.on_trial_add(tune_controller, trial)
         requeued = rec is not None  # Tune re-adds a trial after a failure it will retry
@@ -301,7 +275,7 @@ class FluidExecutor(TrialScheduler):
             rec = new_record(trial, gid, until, self.options.elastic,
                              self.options.resize_requests)
             apply_saved(rec, self._restored.get(trial.trial_id))
-            self._check_cpus(rec)
+            admission.check_cpus(self.planner, rec)
             self._book.add(rec)
         else:
             self.planner.release(rec)
@@ -311,20 +285,6 @@ class FluidExecutor(TrialScheduler):
         actions.hold(tune_controller, trial, requeued)
         self.planner.dirty = True
         self.hook_seconds += time.perf_counter() - t0
-
-    def _add_finished(self, tune_controller: Any, trial: Trial) -> None:
-        """A trial Tune re-adds already finished (a restored experiment, TERMINATED or ERROR).
-
-        It is recorded DONE with its saved measurements (they still inform the estimates of
-        unmeasured trials): never held, planned, placed or counted as outstanding.
-        """
-        self.base.on_trial_add(tune_controller, trial)
-        gid, until = self._book.group_of_new(trial)
-        rec = new_record(trial, gid, until, elastic=False)  # it never runs again
-        apply_saved(rec, self._restored.get(trial.trial_id))
-        rec.iteration = int(trial.last_result.get("training_iteration", 0) or 0)
-        rec.phase, rec.base_status = Phase.DONE, trial.status
-        self._book.add(rec)
 
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """Plan if anything changed; return the next planned trial with its new shape."""
@@ -395,16 +355,6 @@ class FluidExecutor(TrialScheduler):
         self.hook_seconds += time.perf_counter() - t0
         return decision
 
-    def _check_cpus(self, rec: TrialRecord) -> None:
-        """Refuse a trial whose least shape needs more CPUs than the cluster has."""
-        cpus = self.planner.cpus
-        need = self.planner.cpus_needed(rec)
-        if cpus is not None and need > cpus + CPU_TOL:
-            raise FluidConfigError(
-                f"trial {rec.trial} needs {need:g} CPUs but the cluster has {cpus:g} "
-                "(lower cpus_per_trial or the trial's CPU request)"
-            )
-
     def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
         """Free the trial's GPUs, then tell the base."""
         self._depart(trial)
@@ -424,21 +374,11 @@ class FluidExecutor(TrialScheduler):
             self.base.on_trial_remove(tune_controller, trial)
 
     def _out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
-        """A packed trial that ran out of GPU memory: Fluid's doing, not the user's.
-
-        Its least share doubles (``1/k`` -> ``2/k``, at most a whole GPU) and Tune retries it
-        without counting the failure against ``max_failures``. An out-of-memory error on a
-        whole GPU or more counts as any other failure.
-        """
-        rec = self._book.get(trial.trial_id)
-        if rec is None or rec.actual is None or rec.actual >= 1 or not is_cuda_oom(error):
-            return False
-        rec.min_share = min(1.0, 2 * rec.actual)
-        logger.warning("Fluid: %s ran out of GPU memory on %s; retrying it on at least %s "
-                       "(not counted in max_failures)", trial, describe(rec.actual),
-                       describe(rec.min_share))
-        self._state.save(self._snapshot, force=True)
-        return True
+        """Whether Tune should retry ``trial`` without counting ``error`` (``widen_after_oom``)."""
+        widened = admission.widen_after_oom(self._book.get(trial.trial_id), error)
+        if widened:
+            self._state.save(self._snapshot, force=True)
+        return widened
 
     def _depart(self, trial: Trial) -> None:
         rec = self._book.get(trial.trial_id)
@@ -452,10 +392,7 @@ class FluidExecutor(TrialScheduler):
 
     def debug_string(self) -> str:
         """Fluid's GPUs, shapes running, queue, resizes and ``eps``; then the base's."""
-        counts: dict[str, int] = {}
-        for rec in self._book.in_phase(PLACED):
-            key = describe(rec.width)
-            counts[key] = counts.get(key, 0) + 1
+        counts = Counter(describe(rec.width) for rec in self._book.in_phase(PLACED))
         shapes = ", ".join(f"{n} x {k}" for k, n in sorted(counts.items())) or "none"
         return (
             f"Fluid: {self.planner.gpus:g} GPUs, running {shapes}; "
@@ -463,7 +400,6 @@ class FluidExecutor(TrialScheduler):
             f"TrialGroup {self._book.current_group_name()!r}.\n{self.base.debug_string()}"
         )
 
-    # ------------------------------------------------------------------ what it did
     def outstanding(self) -> int:
         """Trials held or running: what a model-based searcher has in flight."""
         return len(self._book.in_phase(OUTSTANDING))

@@ -1,0 +1,93 @@
+"""Which trials FluidExecutor admits, and how: set-ups and trials it refuses (actor reuse, no
+GPUs, a request the cluster cannot hold), finished trials Tune re-adds on restore, and packed
+trials that ran out of GPU memory."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from ray.tune.experiment import Trial
+
+from fluid.tune import _ray_compat as compat
+from fluid.tune._options import FluidConfigError
+from fluid.tune._planner import CPU_TOL, Planner
+from fluid.tune._records import Phase, TrialBook, TrialRecord, new_record
+from fluid.tune._shapes import describe, width_of
+from fluid.tune._state import apply_saved
+
+logger = logging.getLogger("fluid")
+
+#: What torch's CUDA out-of-memory error says (``torch.OutOfMemoryError``, a RuntimeError).
+_CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError")
+
+
+def is_cuda_oom(error: BaseException) -> bool:
+    """Whether a trial's error (as Ray passes it on, with the trainable's traceback) is torch
+    running out of GPU memory."""
+    return bool(_CUDA_OOM.search(str(error)))
+
+
+def record_finished(book: TrialBook, trial: Trial, saved: dict[str, Any] | None) -> None:
+    """File a trial Tune re-adds already finished (a restored experiment, TERMINATED or ERROR).
+
+    It is recorded DONE with its saved measurements (they still inform the estimates of
+    unmeasured trials): never held, planned, placed or counted as outstanding.
+    """
+    gid, until = book.group_of_new(trial)
+    rec = new_record(trial, gid, until, elastic=False)  # it never runs again
+    apply_saved(rec, saved)
+    rec.iteration = int(trial.last_result.get("training_iteration", 0) or 0)
+    rec.phase, rec.base_status = Phase.DONE, trial.status
+    book.add(rec)
+
+
+def widen_after_oom(rec: TrialRecord | None, error: Exception) -> bool:
+    """A packed trial that ran out of GPU memory: Fluid's doing, not the user's.
+
+    Its least share doubles (``1/k`` -> ``2/k``, at most a whole GPU); returns whether it did
+    (then Tune retries it without counting the failure against ``max_failures``). An
+    out-of-memory error on a whole GPU or more counts as any other failure.
+    """
+    if rec is None or rec.actual is None or rec.actual >= 1 or not is_cuda_oom(error):
+        return False
+    rec.min_share = min(1.0, 2 * rec.actual)
+    logger.warning("Fluid: %s ran out of GPU memory on %s; retrying it on at least %s "
+                   "(not counted in max_failures)", rec.trial, describe(rec.actual),
+                   describe(rec.min_share))
+    return True
+
+
+def check_cpus(planner: Planner, rec: TrialRecord) -> None:
+    """Refuse a trial whose least shape needs more CPUs than the cluster has."""
+    cpus = planner.cpus
+    need = planner.cpus_needed(rec)
+    if cpus is not None and need > cpus + CPU_TOL:
+        raise FluidConfigError(
+            f"trial {rec.trial} needs {need:g} CPUs but the cluster has {cpus:g} "
+            "(lower cpus_per_trial or the trial's CPU request)"
+        )
+
+
+def check_setup(controller: Any, gpus: float) -> None:
+    """Refuse what Fluid cannot run under: reused actors, a cluster without GPUs."""
+    if compat.reuses_actors(controller):
+        raise FluidConfigError(
+            "reuse_actors=True cannot be used with FluidExecutor: every trial gets its own "
+            "placement group shape; pass reuse_actors=False"
+        )
+    if gpus <= 0:
+        raise FluidConfigError(
+            "the Ray cluster has no GPUs; FluidExecutor sizes trials in GPUs (on a machine "
+            "without GPUs, start Ray with logical ones: ray.init(num_gpus=N))"
+        )
+
+
+def check_request(planner: Planner, trial: Trial) -> None:
+    """Refuse a trial that asks for more GPUs than the cluster has."""
+    asked = width_of(trial.placement_group_factory)
+    if asked > planner.gpus:
+        raise FluidConfigError(
+            f"trial {trial} asks for {asked:g} GPUs but the cluster has {planner.gpus:g}"
+        )
