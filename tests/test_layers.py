@@ -126,3 +126,10 @@ def test_ray_private_access_lives_in_ray_compat() -> None:
         for imp in _ray_private_imports(path)
     )
     assert bad == []
+
+
+def test_no_module_holds_two_jobs() -> None:
+    """A module over 500 lines is a sign it holds two jobs (the brief): split it."""
+    long = {name: n for name, path in MODULES.items()
+            if (n := len(path.read_text().splitlines())) > 500}
+    assert long == {}
