@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -30,33 +29,15 @@ from fluid.core import fit_alpha, fit_beta
 from fluid.core.overheads import packing_limit, scaling_limit
 from fluid.sim.truth import iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
+from fluid.tune.profiler import Profile
 
 #: Packing degrees and gang sizes the profiler runs (as ``fluid profile``).
 MAX_PACK = 4
 MAX_GANG = 4
 
 
-@dataclass(frozen=True)
-class SimProfile:
-    """What a simulated ``fluid profile`` of one config reports.
-
-    Attributes:
-        alpha, c: packing overhead and most trials worth packing on a GPU.
-        beta, d: scaling overhead and most GPUs worth giving the trial.
-        pack_times: ``{p: avg(T^p)}`` measured seconds per iteration, ``p`` copies per GPU.
-        gang_times: ``{w: T_w}`` measured seconds per iteration on ``w`` GPUs.
-    """
-
-    alpha: float
-    c: int
-    beta: float
-    d: int
-    pack_times: dict[int, float] = field(default_factory=dict)
-    gang_times: dict[int, float] = field(default_factory=dict)
-
-
 def profile_config(model: TrialModel, noise: float = 0.02,
-                   rng: np.random.Generator | None = None) -> SimProfile:
+                   rng: np.random.Generator | None = None) -> Profile:
     """Measure ``model``'s truth at 1..MAX_PACK per GPU and 1..MAX_GANG GPUs, then fit."""
     if noise < 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
@@ -69,12 +50,12 @@ def profile_config(model: TrialModel, noise: float = 0.02,
     pack = {p: measured(iteration_time(truth, 1.0 / p, (truth,) * (p - 1)).seconds)
             for p in range(1, MAX_PACK + 1)}
     gang = {w: measured(iteration_time(truth, float(w)).seconds) for w in range(1, MAX_GANG + 1)}
-    return SimProfile(fit_alpha(pack), packing_limit(pack), fit_beta(gang), scaling_limit(gang),
-                      pack, gang)
+    return Profile(fit_alpha(pack), packing_limit(pack), fit_beta(gang), scaling_limit(gang),
+                   pack, gang, device="simulated")
 
 
 @lru_cache(maxsize=8192)
-def exact_profile(model: TrialModel) -> SimProfile:
+def exact_profile(model: TrialModel) -> Profile:
     """``profile_config`` without noise (cached): what the lower bound plans with."""
     return profile_config(model, noise=0.0)
 
