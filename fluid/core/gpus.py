@@ -98,6 +98,10 @@ class GpuPool:
         """GPUs a trial is on (empty tuple when it is not placed)."""
         return self._where.get(trial_id, ())
 
+    def placements(self) -> dict[str, tuple[int, ...]]:
+        """``{trial id: its GPUs}`` of every placed trial, a copy (one call, not one per trial)."""
+        return dict(self._where)
+
     def trials(self) -> list[str]:
         """Ids of the placed trials."""
         return list(self._where)
