@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fluid.core.checks import check_number
 from fluid.core.model import TrialSpec
-from fluid.core.overheads import C_MAX, O_TH, S_TH, c_from_alpha, d_from_beta
+from fluid.core.overheads import C_MAX, O_TH, S_TH, c_from_alpha, c_from_alphas, d_from_beta
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,16 @@ class PolicyConfig:
         if self.c is not None:
             return self.c
         return c_from_alpha(spec.alpha, self.o_th, self.c_max)
+
+    def c_of_all(self, specs: Sequence[TrialSpec]) -> list[int]:
+        """``c_of`` of each trial, in one pass (water-filling 10,000 trials asks for all)."""
+        if self.c is not None:
+            return [self.c if s.c is None else s.c for s in specs]
+        derived = c_from_alphas([s.alpha for s in specs if s.c is None], self.o_th, self.c_max)
+        if len(derived) == len(specs):
+            return derived  # no trial has its own c
+        left = iter(derived)
+        return [next(left) if s.c is None else s.c for s in specs]
 
     def d_of(self, spec: TrialSpec, n: int) -> int:
         """``d_i``, never more than the ``n`` GPUs there are (at least 1)."""

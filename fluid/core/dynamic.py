@@ -109,7 +109,7 @@ def dynamic_fluid(
 
     # Water-fill over what the group holds plus what is free (slip 2: not the whole cluster).
     n = sum(r.width for r in running) + pool.free_capacity()
-    held = {r.spec.id: pool.where(r.spec.id) for r in running}
+    held = pool.placements()
     target = water_fill([r.spec for r in running], n, config)
     current = {r.spec.id: r.width for r in running}
     changes = [
@@ -150,9 +150,11 @@ def dynamic_fluid(
     current.update(hand_out(candidates, pool, config))
     # A gang shrunk and then grown back by hand_out can end at its old width on other GPUs:
     # that is a restart too, so report every trial whose GPUs changed, not only its width.
-    plan.resized = [
-        Resize(r.spec.id, r.width, current[r.spec.id], pool.where(r.spec.id))
-        for r in running
-        if abs(current[r.spec.id] - r.width) > WIDTH_TOL or pool.where(r.spec.id) != held[r.spec.id]
-    ]
+    plan.resized = []
+    now = pool.placements()
+    for r in running:
+        tid = r.spec.id
+        gpus = now.get(tid, ())
+        if abs(current[tid] - r.width) > WIDTH_TOL or gpus != held.get(tid, ()):
+            plan.resized.append(Resize(tid, r.width, current[tid], gpus))
     return plan

@@ -30,7 +30,7 @@ class _Gpu:
     shares: dict[str, float] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
-    # Derived, kept up to date by ``refresh`` after every change of ``shares``/``limits``.
+    # Derived: ``refresh`` after a removal, updated in place when a trial is added.
     used: float = 0.0
     limit: int | None = None  # min(limits), None when empty
 
@@ -86,9 +86,21 @@ class GpuPool:
         """Whether any capacity is unused (``free_capacity() > 0``), in O(1)."""
         return bool(self._idle or self._partial)
 
+    def is_full(self) -> bool:
+        """Whether no trial of any width can be placed now, in O(1).
+
+        True when no GPU is idle and every partly used GPU holds as many trials as its
+        limit allows; ``place`` then returns ``None`` whatever it is asked.
+        """
+        return not (self._idle or self._by_used)
+
     def where(self, trial_id: str) -> tuple[int, ...]:
         """GPUs a trial is on (empty tuple when it is not placed)."""
         return self._where.get(trial_id, ())
+
+    def placements(self) -> dict[str, tuple[int, ...]]:
+        """``{trial id: its GPUs}`` of every placed trial, a copy (one call, not one per trial)."""
+        return dict(self._where)
 
     def trials(self) -> list[str]:
         """Ids of the placed trials."""
@@ -212,7 +224,9 @@ class GpuPool:
         gpu.limits[trial_id] = c
         if memory is not None:
             gpu.memory[trial_id] = memory
-        gpu.refresh()
+        # What ``refresh`` would compute: the new share is the last one summed.
+        gpu.used += share
+        gpu.limit = c if gpu.limit is None else min(gpu.limit, c)
         self._set_partial(g, is_packed(share) and gpu.used < 1.0 - WIDTH_TOL)
 
     def _drop(self, g: int, trial_id: str) -> None:

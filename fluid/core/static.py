@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from fluid.core.config import PolicyConfig
 from fluid.core.gpus import GpuPool
 from fluid.core.model import WIDTH_TOL, TrialSpec, is_packed
+
+_RUNTIME = operator.attrgetter("runtime")
 
 
 @dataclass(frozen=True)
@@ -57,30 +62,68 @@ class StaticPlan:
     waiting: list[str] = field(default_factory=list)
 
 
+def _water_fill(
+    trials: Sequence[TrialSpec], n: float, config: PolicyConfig
+) -> tuple[list[TrialSpec], list[float]]:
+    """``water_fill`` as the trials in order and their widths (static_fluid needs both)."""
+    order = sorted(trials, key=_RUNTIME, reverse=True)  # stable: ties keep the input order
+    runtimes = [t.runtime for t in order]
+    if not order:
+        return order, []
+    total = sum(runtimes)  # the same additions, in the same order, as the formula's sum
+    whole = int(math.floor(n + WIDTH_TOL))
+    # floor(h_i1 / total * n): elementwise IEEE division and product, the same bits as in
+    # Python floats; only the trials that need c_i or d_i are visited one by one.
+    floors = np.floor(np.array(runtimes, dtype=float) / total * n + WIDTH_TOL)
+    # min(max(floor(share), 1/c), d) with c >= 1, d >= 1: c only matters below one GPU
+    # and d only above (asking for them is the costly part with 10,000 trials).
+    fill = np.minimum(floors, 1.0)  # 1 for f >= 1; packed and gangs below
+    packed = np.flatnonzero(floors < 1)
+    cs = config.c_of_all([order[i] for i in packed.tolist()])
+    fill[packed] = 1.0 / np.array(cs, dtype=float)  # the same IEEE quotient as 1.0 / c
+    widths = fill.tolist()
+    for i in np.flatnonzero(floors >= 2).tolist():
+        widths[i] = float(min(int(floors[i]), config.d_of(order[i], whole)))
+    for i, t in enumerate(order):
+        if t.w_min is not None and widths[i] < t.w_min - WIDTH_TOL:
+            widths[i] = t.w_min  # what the user asked for, even beyond the free capacity
+    return order, widths
+
+
 def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> dict[str, float]:
     """The widths of Algorithm 1, in non-increasing order of ``h_i1`` (ties: input order).
 
     ``n`` is the capacity the group may use; gang widths are also capped at ``floor(n)``.
     A trial's ``w_min`` (what its user asked for) is a floor, even above ``n``: it then waits.
     """
-    order = sorted(trials, key=lambda t: -t.runtime)
-    total = sum(t.runtime for t in order)
-    whole = int(math.floor(n + WIDTH_TOL))
-    widths: dict[str, float] = {}
-    for t in order:
-        share = t.runtime / total * n if total > 0 else 0.0
-        # min(max(floor(share), 1/c), d) with c >= 1, d >= 1: c only matters below one GPU
-        # and d only above (asking for them is the costly part with 10,000 trials).
-        f = math.floor(share + WIDTH_TOL)
-        if f < 1:
-            widths[t.id] = 1.0 / config.c_of(t)
-        elif f == 1:
-            widths[t.id] = 1.0
+    order, widths = _water_fill(trials, n, config)
+    return dict(zip([t.id for t in order], widths, strict=True))
+
+
+def _start(
+    specs: Sequence[TrialSpec], widths: Sequence[float], pool: GpuPool, config: PolicyConfig
+) -> tuple[list[Assignment], list[int], int]:
+    """``start_in_order`` on parallel lists: the started, the indices that waited, and the
+    index from which every trial waits (the pool was full), ``len(specs)`` if none."""
+    started: list[Assignment] = []
+    skipped: list[int] = []
+    # Whether a trial fits depends only on the pool and on (width, c, memory), and the pool
+    # changes only when a trial starts: a shape that did not fit since then does not fit now.
+    failed: set[tuple[float, int, float | None]] = set()
+    for k, spec in enumerate(specs):
+        if pool.is_full():
+            return started, skipped, k  # 10,000-trial groups on 8 GPUs: the rest all wait
+        width = widths[k]
+        c = config.c_of(spec)
+        shape = (width, c, spec.memory)
+        gpus = None if shape in failed else pool.place(spec.id, width, c, spec.memory)
+        if gpus is None:
+            failed.add(shape)
+            skipped.append(k)
         else:
-            widths[t.id] = float(min(f, config.d_of(t, whole)))
-        if t.w_min is not None and widths[t.id] < t.w_min - WIDTH_TOL:
-            widths[t.id] = t.w_min  # what the user asked for, even beyond the free capacity
-    return widths
+            failed.clear()
+            started.append(Assignment(spec.id, width, gpus))
+    return started, skipped, len(specs)
 
 
 def start_in_order(
@@ -90,18 +133,9 @@ def start_in_order(
 
     Updates ``pool`` in place. Returns the started assignments and the still-waiting queue.
     """
-    started: list[Assignment] = []
-    waiting: list[tuple[TrialSpec, float]] = []
-    for spec, width in queue:
-        gpus = None
-        # Once nothing is left, stop asking the pool (10,000-trial groups on 8 GPUs).
-        if pool.has_free():
-            gpus = pool.place(spec.id, width, config.c_of(spec), spec.memory)
-        if gpus is None:
-            waiting.append((spec, width))
-        else:
-            started.append(Assignment(spec.id, width, gpus))
-    return started, waiting
+    items = list(queue)
+    started, skipped, rest = _start([s for s, _ in items], [w for _, w in items], pool, config)
+    return started, [items[k] for k in skipped] + items[rest:]
 
 
 def _next_width(width: float) -> float:
@@ -168,12 +202,14 @@ def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfi
         raise ValueError(f"duplicate trial ids: {dup}")
     if not trials:
         return StaticPlan(widths={})
-    widths = water_fill(trials, pool.free_capacity(), config)
-    by_id = {t.id: t for t in trials}
-    queue = [(by_id[i], w) for i, w in widths.items()]
-    started, waiting = start_in_order(queue, pool, config)
-    if not waiting:
+    order, fill = _water_fill(trials, pool.free_capacity(), config)
+    ids = [t.id for t in order]
+    widths = dict(zip(ids, fill, strict=True))
+    started, skipped, rest = _start(order, fill, pool, config)
+    if not skipped and rest == len(order):
+        by_id = {t.id: t for t in trials}
         grown = hand_out([(by_id[a.trial_id], a.width, 0.0) for a in started], pool, config)
         widths.update(grown)
         started = [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
-    return StaticPlan(widths=widths, started=started, waiting=[s.id for s, _ in waiting])
+    waiting = [ids[k] for k in skipped] + ids[rest:]
+    return StaticPlan(widths=widths, started=started, waiting=waiting)

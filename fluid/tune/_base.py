@@ -29,9 +29,9 @@ def base_view(book: TrialBook, extra: dict[str, str] | None = None) -> Iterator[
     except where the base changed a status meanwhile (it stopped the trial).
     """
     shown: list[tuple[Trial, str, str]] = []
-    for rec in book.records.values():
+    for rec in book.in_phase(MASKED):
         want = rec.base_status if rec.phase is not Phase.RESIZING else Trial.RUNNING
-        if rec.phase in MASKED and rec.trial.status != want:
+        if rec.trial.status != want:
             shown.append((rec.trial, rec.trial.status, want))
     for trial, status in (extra or {}).items():
         rec = book[trial]

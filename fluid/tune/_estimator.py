@@ -46,6 +46,9 @@ class OverheadEstimator:
         self._alpha_by_trial: dict[str, float] = {}
         self._beta_by_trial: dict[str, float] = {}
         self._mean_time: float | None = None  # mean iteration time of measured trials
+        # trial id -> ((alpha, beta, samples), median): every re-plan asks for the time of
+        # every live trial, most of them unchanged since the last one.
+        self._medians: dict[str, tuple[tuple, float]] = {}
 
     @property
     def eps(self) -> float:
@@ -107,7 +110,13 @@ class OverheadEstimator:
         ran, under the current ``alpha`` and ``beta``; unmeasured trials get the mean of the
         measured ones (computed once per change), else ``default_iteration_time``."""
         if rec.samples:
-            return statistics.median(t / self.slowdown(w) for t, w in rec.samples)
+            inputs = (self.alpha, self.beta, tuple(rec.samples))
+            cached = self._medians.get(rec.trial_id)
+            if cached is not None and cached[0] == inputs:
+                return cached[1]
+            median = statistics.median(t / self.slowdown(w) for t, w in rec.samples)
+            self._medians[rec.trial_id] = (inputs, median)
+            return median
         if self._mean_time is None:
             known = [self.iteration_time(r) for r in self._book.records.values() if r.samples]
             self._mean_time = statistics.mean(known) if known else self.default_iteration_time

@@ -68,6 +68,9 @@ class Planner:
         self.dirty = True
         self.replan_groups: set[int] = set()
         self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
+        # trial id -> (spec inputs, TrialSpec, RunningTrial or None): a re-plan looks at every
+        # live trial, most unchanged since the last one; rebuilding them dominated its cost.
+        self._specs: dict[str, tuple[tuple, TrialSpec, RunningTrial | None]] = {}
 
     def start(self, gpus: float, cpus: float | None = None) -> None:
         """Plan on a cluster of ``gpus`` GPUs (whole GPUs only) and ``cpus`` CPUs (``None``:
@@ -142,8 +145,26 @@ class Planner:
         # A trainable that is not elastic runs on one GPU, or on the GPUs it asked for.
         d = None if rec.elastic else max(1, int(rec.w_min or 1))
         c = None if rec.min_share is None else int(math.floor(1 / rec.min_share + 1e-9))
-        return TrialSpec(rec.trial_id, left * est.iteration_time(rec), est.alpha, est.beta,
-                         c=c, d=d, memory=est.memory(rec), w_min=rec.w_min)
+        inputs = (left * est.iteration_time(rec), est.alpha, est.beta, c, d, est.memory(rec),
+                  rec.w_min)
+        cached = self._specs.get(rec.trial_id)
+        if cached is not None and cached[0] == inputs:
+            return cached[1]
+        spec = TrialSpec(rec.trial_id, *inputs)
+        self._specs[rec.trial_id] = (inputs, spec, None)
+        return spec
+
+    def _running(self, rec: TrialRecord) -> RunningTrial:
+        """``RunningTrial`` of a live trial, the one of the last re-plan if nothing changed."""
+        spec = self.spec(rec)
+        resizable = rec.checkpoints and rec.phase is Phase.RUNNING
+        inputs, _, old = self._specs[rec.trial_id]
+        if old is not None and old.spec is spec and (old.width, old.resizable) == (
+                rec.width, resizable):
+            return old
+        running = RunningTrial(spec, rec.width, resizable)
+        self._specs[rec.trial_id] = (inputs, spec, running)
+        return running
 
     def plan(self, eligible: Callable[[], list[TrialRecord]]) -> None:
         """Start queued trials, size the trials ``eligible()`` returns, then re-size groups."""
@@ -177,10 +198,7 @@ class Planner:
         live = [r for r in self._book.in_phase(LIVE) if r.group == gid and r.width is not None]
         if not live:
             return
-        running = [
-            RunningTrial(self.spec(r), r.width, r.checkpoints and r.phase is Phase.RUNNING)
-            for r in live
-        ]
+        running = [self._running(r) for r in live]
         # With CPUs counted, plan on a copy: the plan is dropped if its gangs need more CPUs.
         pool = self.pool if self.cpus is None else self.pool.copy()
         plan = dynamic_fluid(running, [], pool, replace(cfg, eps=self._estimator.eps))
@@ -221,6 +239,7 @@ class Planner:
         """Take a trial out of the plan (its GPUs are free again)."""
         if self.pool is not None:
             self.pool.release(rec.trial_id)
+        self._specs.pop(rec.trial_id, None)
         if rec.trial_id in self.queue:
             self.queue.remove(rec.trial_id)
         if rec.trial_id in self.ready:

@@ -18,6 +18,7 @@ DONE: left for good (a restored experiment's finished trials start DONE).
 from __future__ import annotations
 
 import logging
+import operator
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
@@ -57,6 +58,23 @@ PLACED = frozenset({Phase.READY, Phase.RUNNING, Phase.RESIZING})
 LIVE = frozenset({Phase.RUNNING, Phase.RESIZING})
 
 
+class _PhaseSlot:
+    """``TrialRecord.phase``: setting it also moves the record in its book's phase index, so
+    ``TrialBook.in_phase`` costs what is in the phases asked for, not every trial ever seen."""
+
+    def __get__(self, rec: TrialRecord | None, owner: type | None = None) -> Phase:
+        if rec is None:
+            return Phase.HELD  # the dataclass default
+        return rec._phase
+
+    def __set__(self, rec: TrialRecord, phase: Phase) -> None:
+        old = rec.__dict__.get("_phase")
+        rec._phase = phase
+        book = rec.__dict__.get("_book")
+        if book is not None and old is not phase:
+            book._refile(rec, old)
+
+
 @dataclass
 class TrialRecord:
     """One trial as Fluid sees it.
@@ -74,7 +92,7 @@ class TrialRecord:
     trial: Trial
     group: int
     until: int | None
-    phase: Phase = Phase.HELD
+    phase: Phase = _PhaseSlot()  # a Phase, default HELD; the book indexes records by it
     base_status: str = Trial.PENDING  # what the base scheduler believes while we hold it
     iteration: int = 0
     width: float | None = None
@@ -94,6 +112,9 @@ class TrialRecord:
     request: Any = None  # the trial's own PlacementGroupFactory, run as is at ``w_min``
     warned: bool = False  # told the user Fluid resized its request
     min_share: float | None = None  # least GPU share it fits in (it ran out of memory below)
+    # Set by ``TrialBook.add``: the book whose phase index to update, the order of addition.
+    _book: TrialBook | None = field(default=None, init=False, repr=False, compare=False)
+    _seq: int = field(default=0, init=False, repr=False, compare=False)
 
     @property
     def trial_id(self) -> str:
@@ -107,6 +128,8 @@ class TrialBook:
     def __init__(self) -> None:
         self.records: dict[str, TrialRecord] = {}
         self.groups: dict[int, TrialGroup] = {}
+        # Records by phase, kept up to date by ``TrialRecord.phase`` (``_PhaseSlot``).
+        self._by_phase: dict[Phase, dict[str, TrialRecord]] = {p: {} for p in Phase}
 
     def get(self, trial_id: str) -> TrialRecord | None:
         """The record of a trial, if seen."""
@@ -117,11 +140,27 @@ class TrialBook:
 
     def add(self, rec: TrialRecord) -> None:
         """File a new trial's record."""
+        old = self.records.get(rec.trial_id)
+        if old is not None:  # replaced: it keeps the old one's place in the order
+            del self._by_phase[old.phase][old.trial_id]
+            old._book = None
+            rec._seq = old._seq
+        else:
+            rec._seq = len(self.records)
         self.records[rec.trial_id] = rec
+        rec._book = self
+        self._by_phase[rec.phase][rec.trial_id] = rec
+
+    def _refile(self, rec: TrialRecord, old: Phase | None) -> None:
+        if old is not None:
+            del self._by_phase[old][rec.trial_id]
+        self._by_phase[rec.phase][rec.trial_id] = rec
 
     def in_phase(self, phases: frozenset[Phase]) -> list[TrialRecord]:
         """Records in any of ``phases``, in the order the trials were added."""
-        return [r for r in self.records.values() if r.phase in phases]
+        found = [r for p in phases for r in self._by_phase[p].values()]
+        found.sort(key=_SEQ)
+        return found
 
     def add_group(self, group: TrialGroup) -> tuple[int, bool]:
         """Declare a group; returns its id and whether budgets of known trials changed.
@@ -174,6 +213,9 @@ class TrialBook:
         """Name of the newest group that has trials (``'-'``: none)."""
         live = [g for g in self.groups.values() if g.name != "rolling" or g.trials]
         return live[-1].name if live else "-"
+
+
+_SEQ = operator.attrgetter("_seq")
 
 
 def new_record(trial: Trial, group: int, until: int | None, elastic: bool | None,

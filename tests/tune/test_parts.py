@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from types import SimpleNamespace
 
 import pytest
@@ -48,6 +49,25 @@ def test_base_view_shows_what_the_base_expects_then_restores():
         resizing.trial.status = Trial.TERMINATED  # the base stopped it meanwhile
     assert [r.trial.status for r in (held, resizing, running)] == [
         Trial.PAUSED, Trial.TERMINATED, Trial.RUNNING]
+
+
+def test_in_phase_follows_every_phase_change_in_the_order_trials_were_added():
+    # TrialBook indexes records by phase (issue 14); a scan of every record is the reference.
+    rng = random.Random(0)
+    book = TrialBook()
+    phases = list(Phase)
+    recs = [TrialRecord(_trial(f"t{i}"), 0, 5, phase=rng.choice(phases)) for i in range(40)]
+    for step in range(2000):
+        rec = rng.choice(recs)
+        if rec.trial_id not in book.records or step % 97 == 0:  # new, or a replacing record
+            rec = TrialRecord(rec.trial, 0, 5, phase=rng.choice(phases))
+            recs[int(rec.trial_id[1:])] = rec
+            book.add(rec)
+        else:
+            rec.phase = rng.choice(phases)
+        wanted = frozenset(rng.sample(phases, rng.randint(1, 4)))
+        expected = [r for r in book.records.values() if r.phase in wanted]
+        assert [id(r) for r in book.in_phase(wanted)] == [id(r) for r in expected]
 
 
 def test_planner_sizes_a_group_and_hands_out_ready_trials_in_order():

@@ -1,0 +1,227 @@
+"""StaticFluid and placement against a straightforward reference, on seeded random groups.
+
+``static_fluid``, ``start_in_order`` and ``GpuPool`` take shortcuts for 10,000-trial groups
+(issue 14): numpy water-filling, a sorted index of partially used GPUs, skipping trials that
+cannot fit. The reference below does the same decisions the obvious way (every GPU scanned for
+every trial, the formula of Algorithm 1 written out), so "same outputs" is checked: the same
+widths in the same order, the same started trials on the same GPUs, the same waiting order and
+the same final placement.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fluid.core import GpuPool, PolicyConfig, TrialSpec, start_in_order, static_fluid
+from fluid.core.model import is_packed
+
+TOL = 1e-9
+
+
+class NaivePool:
+    """GPUs as a list of ``{trial: (share, c, memory)}``; every query scans them all."""
+
+    def __init__(self, n: int, memory: float | None) -> None:
+        self.gpus: list[dict[str, tuple[float, int, float | None]]] = [{} for _ in range(n)]
+        self.memory = memory
+        self.where: dict[str, tuple[int, ...]] = {}
+
+    def used(self, g: int) -> float:
+        return sum(s for s, _, _ in self.gpus[g].values())
+
+    def idle(self) -> list[int]:
+        return [g for g, on in enumerate(self.gpus) if not on]
+
+    def memory_ok(self, g: int, memory: float | None) -> bool:
+        if self.memory is None or memory is None:
+            return True
+        return sum(m or 0.0 for _, _, m in self.gpus[g].values()) + memory <= self.memory + TOL
+
+    def place(self, tid: str, width: float, c: int, memory: float | None) -> tuple[int, ...] | None:
+        if is_packed(width):
+            fitting = [
+                g
+                for g, on in enumerate(self.gpus)
+                if on
+                and all(is_packed(s) for s, _, _ in on.values())
+                and self.used(g) < 1 - TOL
+                and len(on) < min(k for _, k, _ in on.values())  # the GPU can take a trial
+                and self.used(g) + width <= 1 + TOL
+                and len(on) + 1 <= min(c, *(k for _, k, _ in on.values()))
+                and self.memory_ok(g, memory)
+            ]
+            if fitting:
+                gpus = (min(fitting, key=lambda g: (-self.used(g), g)),)  # fullest, lowest id
+            elif self.idle() and self.memory_ok(self.idle()[0], memory):
+                gpus = (self.idle()[0],)
+            else:
+                return None
+            self.gpus[gpus[0]][tid] = (width, c, memory)
+        else:
+            if self.memory is not None and memory is not None and memory > self.memory + TOL:
+                return None
+            if len(self.idle()) < round(width):
+                return None
+            gpus = tuple(self.idle()[: round(width)])
+            for g in gpus:
+                self.gpus[g][tid] = (1.0, 1, memory)
+        self.where[tid] = gpus
+        return gpus
+
+    def placement(self) -> dict[int, list[tuple[str, float]]]:
+        return {g: [(t, s) for t, (s, _, _) in on.items()] for g, on in enumerate(self.gpus) if on}
+
+
+def reference_widths(trials: list[TrialSpec], n: float, config: PolicyConfig) -> dict[str, float]:
+    """Algorithm 1's formula, in non-increasing order of ``h_i1`` (ties in input order)."""
+    order = sorted(trials, key=lambda t: -t.runtime)
+    total = sum(t.runtime for t in order)
+    whole = math.floor(n + TOL)
+    widths = {}
+    for t in order:
+        w = float(
+            min(
+                max(math.floor(t.runtime / total * n + TOL), 1 / config.c_of(t)),
+                config.d_of(t, whole),
+            )
+        )
+        widths[t.id] = max(w, t.w_min) if t.w_min is not None and w < t.w_min - TOL else w
+    return widths
+
+
+def reference_hand_out(
+    started: list[tuple[TrialSpec, float]], pool: NaivePool, config: PolicyConfig
+) -> dict[str, float]:
+    """Idle GPUs one at a time to the trial that would end last while one more GPU pays."""
+    width = {s.id: w for s, w in started}
+    active = list(range(len(started)))  # candidates still considered, by index
+    grown: dict[str, float] = {}
+
+    def neighbours(tid: str) -> list[str]:
+        return [t for g in pool.where[tid] for t in pool.gpus[g] if t != tid]
+
+    lonely = {s.id for s, w in started if is_packed(w) and not neighbours(s.id)}
+    while active and (pool.idle() or lonely):
+        i = min(active, key=lambda i: (-started[i][0].runtime_at(width[started[i][0].id]), i))
+        spec = started[i][0]
+        w = width[spec.id]
+        nxt = 1.0 if is_packed(w) else w + 1.0
+        if (
+            nxt > config.d_of(spec, len(pool.gpus))
+            or not spec.runtime_at(nxt) < spec.runtime_at(w) - TOL
+            or not (pool.idle() or spec.id in lonely)
+        ):
+            active.remove(i)
+            continue
+        mates = neighbours(spec.id)
+        if is_packed(w):
+            (g,) = pool.where[spec.id]
+            old = pool.gpus[g].pop(spec.id)
+            del pool.where[spec.id]
+            if pool.place(spec.id, nxt, config.c_of(spec), spec.memory) is None:
+                pool.gpus[g][spec.id] = old
+                pool.where[spec.id] = (g,)
+                active.remove(i)
+                continue
+        else:
+            extra = pool.idle()[0]
+            pool.gpus[extra][spec.id] = (1.0, 1, spec.memory)
+            pool.where[spec.id] += (extra,)
+        lonely.discard(spec.id)
+        if len(mates) == 1 and mates[0] in width and is_packed(width[mates[0]]):
+            lonely.add(mates[0])
+        width[spec.id] = grown[spec.id] = nxt
+    return grown
+
+
+def random_instance(
+    rng: np.random.Generator,
+) -> tuple[list[TrialSpec], int, float | None, PolicyConfig, list[tuple[str, float, int]]]:
+    """A group (ties, own c/d, memories, requests), a GPU count and other groups' trials."""
+    count = int(rng.choice([1, 3, 8, 30, 200, 600]))
+    gpus = int(rng.choice([1, 2, 5, 8, 64]))
+    memory = 16.0 if rng.random() < 0.3 else None
+    config = PolicyConfig(
+        c=None if rng.random() < 0.6 else int(rng.integers(1, 7)),
+        d=None if rng.random() < 0.6 else int(rng.integers(1, 9)),
+        gpu_memory=memory,
+    )
+    extras = rng.random() < 0.4
+    trials = []
+    for i in range(count):
+        runtime = float(rng.integers(1, 20)) if rng.random() < 0.3 else float(rng.uniform(0.5, 1e4))
+        trials.append(
+            TrialSpec(
+                f"t{i}",
+                runtime,
+                alpha=1.0 if rng.random() < 0.2 else float(rng.uniform(1.0, 2.0)),
+                beta=1.0 if rng.random() < 0.2 else float(rng.uniform(1.0, 1.5)),
+                c=int(rng.integers(1, 7)) if extras and rng.random() < 0.3 else None,
+                d=int(rng.integers(1, 7)) if extras and rng.random() < 0.3 else None,
+                memory=float(rng.uniform(1.0, 16.0)) if memory and rng.random() < 0.7 else None,
+                w_min=float(rng.choice([0.5, 1.0, 2.0]))
+                if extras and rng.random() < 0.05
+                else None,
+            )
+        )
+    others = [
+        (f"other{i}", float(rng.choice([0.25, 0.5, 1.0, 2.0])), int(rng.integers(1, 5)))
+        for i in range(int(rng.integers(0, 4)))
+    ]
+    return trials, gpus, memory, config, others
+
+
+def _pools(
+    gpus: int, memory: float | None, others: list[tuple[str, float, int]]
+) -> tuple[GpuPool, NaivePool]:
+    pool, naive = GpuPool(gpus, memory), NaivePool(gpus, memory)
+    for tid, w, c in others:
+        assert (pool.place(tid, w, c) is None) == (naive.place(tid, w, c, None) is None)
+    return pool, naive
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_static_fluid_matches_the_reference(seed: int) -> None:
+    trials, gpus, memory, config, others = random_instance(np.random.default_rng(seed))
+    pool, naive = _pools(gpus, memory, others)
+    plan = static_fluid(trials, pool, config)
+
+    n = len(naive.idle()) + sum(
+        1 - naive.used(g)
+        for g, on in enumerate(naive.gpus)
+        if on and all(is_packed(s) for s, _, _ in on.values()) and naive.used(g) < 1 - TOL
+    )
+    widths = reference_widths(trials, n, config)
+    by_id = {t.id: t for t in trials}
+    started, waiting = [], []
+    for tid, w in widths.items():
+        spec = by_id[tid]
+        gpus_got = naive.place(tid, w, config.c_of(spec), spec.memory)
+        (waiting.append(tid) if gpus_got is None else started.append((spec, w)))
+    if not waiting:
+        widths.update(reference_hand_out(started, naive, config))
+    assert [(a.trial_id, a.width, a.gpus) for a in plan.started] == [
+        (s.id, widths[s.id], naive.where[s.id]) for s, _ in started
+    ]
+    assert list(plan.widths.items()) == list(widths.items()) and plan.waiting == waiting
+    assert pool.placement() == naive.placement()
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_start_in_order_matches_the_reference(seed: int) -> None:
+    # Any queue order, any widths (a DynamicFluid queue), on a pool other groups partly use.
+    rng = np.random.default_rng(10_000 + seed)
+    trials, gpus, memory, config, others = random_instance(rng)
+    pool, naive = _pools(gpus, memory, others)
+    widths = [float(rng.choice([1 / 6, 0.25, 1 / 3, 0.5, 1.0, 2.0, 3.0])) for _ in trials]
+    queue = [(t, w) for t, w in zip(trials, widths, strict=True)]
+    started, waiting = start_in_order(iter(queue), pool, config)
+    expected = [(t.id, naive.place(t.id, w, config.c_of(t), t.memory)) for t, w in queue]
+    assert [(a.trial_id, a.gpus) for a in started] == [(t, g) for t, g in expected if g]
+    assert [(s.id, w) for s, w in waiting] == [
+        (t.id, w) for (t, w), (_, g) in zip(queue, expected, strict=True) if g is None
+    ]
+    assert pool.placement() == naive.placement()
