@@ -88,7 +88,8 @@ class OverheadEstimator:
         return _shrunk(self.prior_beta, rec.own_beta if self.refine else None)
 
     def observe(self, rec: TrialRecord, dt: float | None, now: float) -> bool:
-        """Take in a result's ``time_this_iter_s``; True when it was the trial's first sample.
+        """Take in a result's ``time_this_iter_s``; True when it was the trial's first sample
+        or its first at this width (a new ``alpha_i``/``beta_i``: its group is planned again).
 
         The first result after a resize measures ``eps`` instead; the first of a fresh start
         (warm-up) is skipped unless the trial has no sample yet.
@@ -106,7 +107,7 @@ class OverheadEstimator:
         if len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) <= 3):
             self.refine_overheads(rec)
         self._mean_time = None
-        return len(rec.samples) == 1
+        return len(rec.samples) == 1 or new_width  # a first sample, or one at a new width
 
     def refine_overheads(self, rec: TrialRecord) -> None:
         """The trial's own ``alpha_i``/``beta_i`` from its times at two widths or more.

@@ -174,9 +174,9 @@ class Planner:
             d = d_from_beta(beta, cfg.s_th, max(1, int(self.gpus)))
             d = d if cfg.d is None else min(d, cfg.d)
             if rec.own_beta is None:
-                # Unmeasured: one GPU until its one-GPU time is known, then a gang of two
+                # Unmeasured: one GPU until its iteration time is known, then a gang of two
                 # (the probe) before its own beta_i decides more.
-                d = min(d, PROBE_D if rec.raw.get(1.0) else 1)
+                d = min(d, PROBE_D if rec.samples else 1)
         else:
             d = max(1, int(rec.w_min or 1))
         c = c_from_alpha(alpha, cfg.o_th, cfg.c_max)
@@ -203,7 +203,11 @@ class Planner:
         self.queue = [i for i in self.queue if i not in begun]
         self._mark_ready([a.trial_id for a in started])
         newly = [] if over else self._within_cpus(eligible(), self._free_cpus())[0]
-        for gid, recs in by_group(newly).items():
+        tiers = sorted({r.priority for r in newly}, reverse=True)  # what it waits on first
+        for gid, recs in [(g, [r for r in rs if r.priority == p]) for p in tiers
+                          for g, rs in by_group(newly).items()]:
+            if not recs:
+                continue
             plan = static_fluid([self.spec(r) for r in recs], self.pool, cfg)
             for rec in recs:
                 rec.width = plan.widths[rec.trial_id]
