@@ -49,3 +49,11 @@ def test_shrinking_a_gang_that_turned_out_slow_is_allowed():
     specs = {"lead": TrialSpec("lead", 100.0, beta=2.5)}
     assert is_safe(specs, {"lead": 1.0}, {"lead": 2.0}, ["lead"], eps=5.0)
     assert not is_safe(specs, {"lead": 2.0}, {"lead": 1.0}, ["lead"], eps=5.0)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import fluid.core.guard
+
+    assert doctest.testmod(fluid.core.guard).failed == 0
