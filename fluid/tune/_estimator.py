@@ -91,15 +91,23 @@ class OverheadEstimator:
         """Take in a result's ``time_this_iter_s``; True when it was the trial's first sample
         or its first at this width (a new ``alpha_i``/``beta_i``: its group is planned again).
 
-        The first result after a resize measures ``eps`` instead; the first of a fresh start
-        (warm-up) is skipped unless the trial has no sample yet.
+        The first result after a resize measures ``eps`` instead (the time since the resize
+        decision less that result's own ``time_this_iter_s``); the first of a fresh start
+        (warm-up) is skipped unless the trial has no sample yet. The first result at a width
+        the trial never ran at is also a sample.
         """
         if rec.resize_at is not None:
-            expected = self.iteration_time(rec) * self.slowdown(rec.actual, rec)
+            # The iteration it ran at the new shape is its own (``dt``), not the restart: a
+            # gang slower than predicted must not inflate ``eps`` (it would block undoing it).
+            expected = (float(dt) if dt is not None
+                        else self.iteration_time(rec) * self.slowdown(rec.actual, rec))
             self.eps_samples.append(max(0.0, now - rec.resize_at - expected))
             rec.resize_at = None
-            return False
-        if dt is None or not rec.actual or (rec.fresh_start and rec.samples):
+            if dt is None or not rec.actual or rec.actual in rec.raw:
+                return False
+            # Its first iteration ever at this width (a probe) counts at once, warm-up and all
+            # (pessimistic for the new width), so that a failed probe is undone a result sooner.
+        elif dt is None or not rec.actual or (rec.fresh_start and rec.samples):
             return False
         rec.samples.append((float(dt), rec.actual))
         new_width = rec.actual not in rec.raw

@@ -227,6 +227,7 @@ class Planner:
         live = [r for r in self._book.in_phase(LIVE) if r.group == gid and r.width is not None]
         if not live:
             return
+        self._undo_slow_gangs(live)
         running = [
             RunningTrial(self.spec(r), r.width, r.checkpoints and r.phase is Phase.RUNNING
                          and r.budget_resizes < MAX_RESIZES)
@@ -256,6 +257,22 @@ class Planner:
             self._book[z.trial_id].width = z.new_width
         if plan.resized:
             self._log_plan("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
+
+    def _undo_slow_gangs(self, live: list[TrialRecord]) -> None:
+        """A gang whose own measured ``beta_i`` makes it slower than one GPU, even counting a
+        restart (``h_i(1) + eps < h_i(w)``), goes back to one GPU (DynamicFluid only shrinks
+        to free GPUs that others need; a failed probe must not run on at its slow width)."""
+        assert self.pool is not None
+        eps = self._estimator.eps
+        for r in live:
+            if (r.width is None or r.width < 2 or r.own_beta is None or r.phase is not Phase.RUNNING
+                    or not r.checkpoints or r.budget_resizes >= MAX_RESIZES + 1):
+                continue
+            spec = self.spec(r)
+            if spec.runtime_at(1.0) + eps < spec.runtime_at(r.width):
+                self.pool.shrink_gang(r.trial_id, 1)
+                self._log_plan("dynamic", r.group, {r.trial_id: 1.0})
+                r.width = 1.0
 
     def _mark_ready(self, ids: list[str]) -> None:
         for i in ids:
