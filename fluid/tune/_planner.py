@@ -46,7 +46,7 @@ from fluid.tune._shapes import cpus_in, describe, shape_of
 #: CPUs closer than this are the same (sums of fractional CPUs).
 CPU_TOL = 1e-6
 #: A resize is made only if its predicted gain exceeds this many times the measured ``eps``.
-RESIZE_GAIN = 2.0
+RESIZE_GAIN = 10.0
 #: Most resizes Fluid makes of one trial while its budget (its rung) stays the same.
 MAX_RESIZES = 2
 #: Widest gang of a trial whose own ``beta_i`` is not measured yet (the probe).
