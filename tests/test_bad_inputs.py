@@ -48,7 +48,7 @@ EXECUTOR_REFUSED = [
     ("gpu_memory", math.inf), ("trial_memory", 0.0), ("max_outstanding", 0),
     ("cpus_per_trial", -1.0), ("cpus_per_worker", -1.0), ("cpus_per_worker", math.nan),
     ("default_iteration_time", 0.0),
-    ("alpha", math.inf), ("alpha", "1.2"), ("alpha", None), ("beta", math.inf),
+    ("alpha", math.inf), ("alpha", "1.2"), ("beta", math.inf),  # alpha=None: the prior
     ("eps", math.inf), ("trial_memory", math.inf), ("max_outstanding", 1.5),
     ("max_outstanding", math.inf), ("cpus_per_trial", math.inf),
     ("default_iteration_time", math.inf), ("elastic", "yes"), ("dynamic", "no"),

@@ -18,6 +18,7 @@ from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
 from fluid.core.gpus import GpuPool
 from fluid.core.groupsim import POLICIES, GroupSchedule, Segment, play_fixed, simulate_group
+from fluid.core.guard import is_safe, plain_time, plan_time
 from fluid.core.model import TrialSpec, allowed_widths, gpus_of, is_packed, slowdown
 from fluid.core.overheads import (
     C_MAX,
@@ -65,8 +66,11 @@ __all__ = [
     "gpus_of",
     "hand_out",
     "is_packed",
+    "is_safe",
     "lower_bound",
     "packing_limit",
+    "plain_time",
+    "plan_time",
     "play_fixed",
     "scaling_limit",
     "simulate_group",

@@ -153,7 +153,8 @@ def hand_out(
 
     ``candidates`` are ``(trial, current width, cost of resizing it)``: ``eps`` for a running
     trial, 0 for one being started or already being resized. A trial grows to its next width
-    (a packed share becomes one GPU, a gang gets one more) only if
+    (a packed share becomes one GPU, or a gang of two when one GPU would gain nothing, a gang
+    gets one more) only if
     ``h_i(w_next) + cost < h_i(w)``, never past ``d_i``. Gangs keep their GPUs and add one.
     Updates ``pool``; returns ``{trial id: new width}`` for the trials that grew.
     """
@@ -170,6 +171,9 @@ def hand_out(
         spec = candidates[i][0]
         w = width[spec.id]
         nxt = _next_width(w)
+        if (is_packed(w) and config.d_of(spec, whole) >= 2
+                and not spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL):
+            nxt = 2.0  # its share runs as fast as a whole GPU (alpha ~ 1): only a gang gains
         if (
             nxt > config.d_of(spec, whole)
             or not spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL

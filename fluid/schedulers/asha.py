@@ -18,7 +18,8 @@ class ASHAScheduler(TrialGroupMixin, _RayASHAScheduler):
 
     ASHA has no iteration boundary, so its group is the trials admitted now; a trial's budget
     is its next rung milestone (``max_t`` past the last), refreshed as it passes each rung,
-    in ASHA's ``time_attr`` (fractional milestones included).
+    in ASHA's ``time_attr`` (fractional milestones included). Its ``priority`` is the number of
+    rungs it was promoted past: Fluid never packs a promoted trial.
     """
 
     def _next_milestone(self, trial: Trial, progress: float) -> float | None:
@@ -32,8 +33,11 @@ class ASHAScheduler(TrialGroupMixin, _RayASHAScheduler):
     def _declare(self, trial: Trial, progress: float, result: dict | None = None) -> None:
         until = self._next_milestone(trial, progress)
         if until is not None:
+            bracket = self._trial_info[trial.trial_id]
+            passed = sum(1 for m, _ in bracket._rungs if 0 < m <= progress)
             self.new_trial_group([trial], until, GROUP, time_attr=self._time_attr,
-                                 progress={trial.trial_id: result} if result else None)
+                                 progress={trial.trial_id: result} if result else None,
+                                 priority=passed)
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)

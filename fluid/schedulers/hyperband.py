@@ -19,11 +19,15 @@ class _RungGroups(TrialGroupMixin):
     as they are first seen) and the rung's milestone ``r``; ``FluidExecutor`` joins groups of
     the same name, so the name must be unique among live brackets and must not depend on
     anything outside the scheduler (an ``id()``-based name did both wrong).
+
+    A rung's survivors carry the rung's index as their ``priority`` (the first rung 0): they
+    are what the next rung waits on, so Fluid never packs them.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._bracket_index: dict[Any, int] = {}
+        self._rung_index: dict[Any, int] = {}
 
     def _bracket_label(self, bracket: Any) -> str:
         index = self._bracket_index.setdefault(bracket, len(self._bracket_index))
@@ -44,9 +48,10 @@ class _RungGroups(TrialGroupMixin):
                 for t in bracket.current_trials()
                 if t.status not in (Trial.TERMINATED, Trial.ERROR) and bracket.continue_trial(t)
             ]
+            rung = self._rung_index[bracket] = self._rung_index.get(bracket, 0) + 1
             if survivors:
                 self.new_trial_group(survivors, bracket._cumul_r, self._bracket_label(bracket),
-                                     time_attr=self._time_attr)
+                                     time_attr=self._time_attr, priority=rung)
         return action
 
 

@@ -288,7 +288,8 @@ def build_executor(
     """The scheduler Tune is given for ``executor`` (see the module docstring).
 
     ``profile=False`` builds the ``FluidExecutor`` as a user who never ran ``fluid profile``
-    would: its defaults (``alpha = beta = 1`` until measured, no ``c``/``d``, no GPU memory
+    would: its defaults (the conservative prior ``alpha = beta = 2`` until a trial is measured: no
+    packing, no gang; no ``c``/``d``, no GPU memory
     given); only the simulated clock and cluster, and ``elastic=True`` (the simulated
     trainable is gang-capable, as one marked with ``fluid.train.elastic``), are passed.
     ``fluid_options`` apply either way.

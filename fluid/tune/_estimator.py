@@ -1,14 +1,22 @@
 """Estimates from what trials report: ``alpha``, ``beta``, ``eps``, one-GPU iteration times, memory.
 
-* one-GPU seconds per iteration of a trial: ``time_this_iter_s / f(w)`` at the widths it ran,
-  under the current ``alpha`` and ``beta`` (``f`` is ``fluid.core.slowdown``);
-* ``alpha`` / ``beta``: refined from trials seen at two widths (a share ``1/p`` then ``1/q``
-  gives ``alpha``, a gang of ``w`` then ``v`` GPUs gives ``beta``), median over trials;
+* per trial ``alpha_i`` / ``beta_i``: a **prior** (the profile's ``alpha``/``beta`` when given,
+  else the conservative ``PRIOR_ALPHA``/``PRIOR_BETA``: packing two on a GPU or a gang of two
+  gains nothing, so an unmeasured trial runs alone on one GPU, as under plain Tune), sharpened
+  by the trial's own ``time_this_iter_s`` at the widths it ran (a share ``1/p`` against one GPU
+  gives ``alpha_i``, a gang of ``w`` against one GPU gives ``beta_i``, no resize needed when it
+  started at that width), shrunk towards the prior: in log space, the prior counts as
+  ``PRIOR_WEIGHT`` samples;
+* one-GPU seconds per iteration of a trial: its own one-GPU times when it ran on one GPU, else
+  ``time_this_iter_s / f_i(w)`` under its ``alpha_i``, ``beta_i`` (``f`` is
+  ``fluid.core.slowdown``);
+* ``alpha`` / ``beta`` (reported): median over the trials measured at two widths, else the prior;
 * ``eps``: what a resize cost, measured on the first result after it, median of recent ones.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 
@@ -19,6 +27,12 @@ from fluid.tune._records import TrialBook, TrialRecord
 
 #: Seconds a resize is assumed to cost until one has been measured.
 DEFAULT_EPS = 5.0
+#: ``alpha`` of a trial nothing is known about: two on a GPU each run half as fast (no gain).
+PRIOR_ALPHA = 2.0
+#: ``beta`` of a trial nothing is known about: a gang of two is no faster than one GPU.
+PRIOR_BETA = 2.0
+#: How many samples the prior is worth when shrinking a trial's own estimate towards it.
+PRIOR_WEIGHT = 1.0
 
 
 class OverheadEstimator:
@@ -26,7 +40,7 @@ class OverheadEstimator:
 
     Args:
         book: the trials (read for the means over measured trials).
-        alpha, beta: starting overheads (``>= 1``).
+        alpha, beta: the prior overheads (``>= 1``; ``None``: ``PRIOR_ALPHA``/``PRIOR_BETA``).
         eps: a fixed resize cost in seconds, or ``None`` to measure it.
         refine: refine ``alpha`` and ``beta`` from resized trials.
         default_iteration_time: one-GPU seconds per iteration before any trial reported.
@@ -34,11 +48,13 @@ class OverheadEstimator:
         gpu_memory: GB of one GPU (``None``: memory is not checked).
     """
 
-    def __init__(self, book: TrialBook, *, alpha: float, beta: float, eps: float | None,
-                 refine: bool, default_iteration_time: float, trial_memory: float | None,
-                 gpu_memory: float | None) -> None:
+    def __init__(self, book: TrialBook, *, alpha: float | None, beta: float | None,
+                 eps: float | None, refine: bool, default_iteration_time: float,
+                 trial_memory: float | None, gpu_memory: float | None) -> None:
         self._book = book
-        self.alpha, self.beta = alpha, beta
+        self.prior_alpha = PRIOR_ALPHA if alpha is None else float(alpha)
+        self.prior_beta = PRIOR_BETA if beta is None else float(beta)
+        self.alpha, self.beta = self.prior_alpha, self.prior_beta
         self.fixed_eps, self.refine = eps, refine
         self.default_iteration_time = default_iteration_time
         self.trial_memory, self.gpu_memory = trial_memory, gpu_memory
@@ -57,64 +73,99 @@ class OverheadEstimator:
             return self.fixed_eps
         return statistics.median(self.eps_samples) if self.eps_samples else DEFAULT_EPS
 
-    def slowdown(self, width: float | None) -> float:
-        """``f(w)`` under the current ``alpha`` and ``beta`` (1 when not running)."""
-        return slowdown(width, self.alpha, self.beta) if width else 1.0
+    def slowdown(self, width: float | None, rec: TrialRecord | None = None) -> float:
+        """``f_i(w)`` under the trial's ``alpha_i``, ``beta_i`` (the prior's without a trial;
+        1 when not running)."""
+        if not width:
+            return 1.0
+        if rec is None:
+            return slowdown(width, self.prior_alpha, self.prior_beta)
+        return slowdown(width, self.alpha_of(rec), self.beta_of(rec))
+
+    def alpha_of(self, rec: TrialRecord) -> float:
+        """``alpha_i``: the trial's own packing overhead shrunk towards the prior."""
+        return _shrunk(self.prior_alpha, rec.own_alpha if self.refine else None)
+
+    def beta_of(self, rec: TrialRecord) -> float:
+        """``beta_i``: the trial's own scaling overhead shrunk towards the prior."""
+        return _shrunk(self.prior_beta, rec.own_beta if self.refine else None)
 
     def observe(self, rec: TrialRecord, dt: float | None, now: float) -> bool:
-        """Take in a result's ``time_this_iter_s``; True when it was the trial's first sample.
+        """Take in a result's ``time_this_iter_s``; True when it was the trial's first sample
+        or its first at this width (a new ``alpha_i``/``beta_i``: its group is planned again).
 
-        The first result after a resize measures ``eps`` instead; the first of a fresh start
-        (warm-up) is skipped unless the trial has no sample yet.
+        The first result after a resize measures ``eps`` instead (the time since the resize
+        decision less that result's own ``time_this_iter_s``); the first of a fresh start
+        (warm-up) is skipped unless the trial has no sample yet. The first result at a width
+        the trial never ran at is also a sample.
         """
         if rec.resize_at is not None:
-            expected = self.iteration_time(rec) * self.slowdown(rec.actual)
+            # The iteration it ran at the new shape is its own (``dt``), not the restart: a
+            # gang slower than predicted must not inflate ``eps`` (it would block undoing it).
+            expected = (float(dt) if dt is not None
+                        else self.iteration_time(rec) * self.slowdown(rec.actual, rec))
             self.eps_samples.append(max(0.0, now - rec.resize_at - expected))
             rec.resize_at = None
-            return False
-        if dt is None or not rec.actual or (rec.fresh_start and rec.samples):
+            if dt is None or not rec.actual or rec.actual in rec.raw:
+                return False
+            # Its first iteration ever at this width (a probe) counts at once, warm-up and all
+            # (pessimistic for the new width), so that a failed probe is undone a result sooner.
+        elif dt is None or not rec.actual or (rec.fresh_start and rec.samples):
             return False
         rec.samples.append((float(dt), rec.actual))
         new_width = rec.actual not in rec.raw
         rec.raw.setdefault(rec.actual, deque(maxlen=5)).append(float(dt))
-        if self.refine and len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) == 2):
+        if len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) <= 3):
             self.refine_overheads(rec)
         self._mean_time = None
-        return len(rec.samples) == 1
+        return len(rec.samples) == 1 or new_width  # a first sample, or one at a new width
 
     def refine_overheads(self, rec: TrialRecord) -> None:
-        """Re-estimate ``alpha``/``beta`` when a trial has been seen at another width.
+        """The trial's own ``alpha_i``/``beta_i`` from its times at two widths or more.
 
-        A trial resized from a share ``1/p`` to ``1/q`` gives ``alpha``, from ``w`` to ``v``
-        GPUs gives ``beta``; the median over trials is used. Only this trial's estimate is
-        recomputed (results arrive constantly; resizes are rare).
+        Against its one-GPU time ``T_1`` when it has one: a share ``1/p`` gives
+        ``alpha_i = (T_p / T_1) ** (1 / (p - 1))``, a gang of ``w`` GPUs gives
+        ``beta_i = (w T_w / T_1) ** (1 / (w - 1))``; without ``T_1``, consecutive widths of the
+        same kind. Each estimate carries how many samples it rests on (for the shrinkage).
+        Only this trial's estimate is recomputed (results arrive constantly; new widths are rare).
         """
-        times = {w: statistics.median(v) for w, v in rec.raw.items() if v}
-        packed = sorted((round(1 / w), t) for w, t in times.items() if w <= 1)
-        gangs = sorted((round(w), t) for w, t in times.items() if w >= 1)
-        alphas = [(tq / tp) ** (1.0 / (q - p))
-                  for (p, tp), (q, tq) in zip(packed, packed[1:], strict=False)]
-        betas = [(v * tv / (w * tw)) ** (1.0 / (v - w))
-                 for (w, tw), (v, tv) in zip(gangs, gangs[1:], strict=False)]
+        times = {w: (statistics.median(v), len(v)) for w, v in rec.raw.items() if v}
+        one = next((tn for w, tn in times.items() if abs(w - 1.0) < 1e-9), None)
+        packed = sorted((round(1 / w), tn) for w, tn in times.items() if w < 1 - 1e-9)
+        gangs = sorted((round(w), tn) for w, tn in times.items() if w > 1 + 1e-9)
+        if one is not None:
+            packed = [(1, one)] + packed
+            gangs = [(1, one)] + gangs
+        alphas = [((tq / tp) ** (1.0 / (q - p)), min(n, m))
+                  for (p, (tp, n)), (q, (tq, m)) in zip(packed, packed[1:], strict=False)]
+        betas = [((v * tv / (w * tw)) ** (1.0 / (v - w)), min(n, m))
+                 for (w, (tw, n)), (v, (tv, m)) in zip(gangs, gangs[1:], strict=False)]
         tid = rec.trial_id
         if alphas:
-            self._alpha_by_trial[tid] = statistics.median(alphas)
-            self.alpha = max(1.0, statistics.median(self._alpha_by_trial.values()))
+            rec.own_alpha = (max(1.0, statistics.median(a for a, _ in alphas)),
+                             sum(n for _, n in alphas))
+            self._alpha_by_trial[tid] = rec.own_alpha[0]
+            self.alpha = statistics.median(self._alpha_by_trial.values())
         if betas:
-            self._beta_by_trial[tid] = statistics.median(betas)
-            self.beta = max(1.0, statistics.median(self._beta_by_trial.values()))
+            rec.own_beta = (max(1.0, statistics.median(b for b, _ in betas)),
+                            sum(n for _, n in betas))
+            self._beta_by_trial[tid] = rec.own_beta[0]
+            self.beta = statistics.median(self._beta_by_trial.values())
         self._mean_time = None  # one-GPU times depend on alpha and beta
 
     def iteration_time(self, rec: TrialRecord) -> float:
-        """Median one-GPU seconds per iteration: ``time_this_iter_s / f(w)`` at the widths it
-        ran, under the current ``alpha`` and ``beta``; unmeasured trials get the mean of the
-        measured ones (computed once per change), else ``default_iteration_time``."""
+        """Median one-GPU seconds per iteration: its own one-GPU times when it has some, else
+        ``time_this_iter_s / f_i(w)`` at the widths it ran; unmeasured trials get the mean of
+        the measured ones (computed once per change), else ``default_iteration_time``."""
+        solo = rec.raw.get(1.0)
+        if solo:
+            return statistics.median(solo)
         if rec.samples:
-            inputs = (self.alpha, self.beta, tuple(rec.samples))
+            inputs = (self.alpha_of(rec), self.beta_of(rec), tuple(rec.samples))
             cached = self._medians.get(rec.trial_id)
             if cached is not None and cached[0] == inputs:
                 return cached[1]
-            median = statistics.median(t / self.slowdown(w) for t, w in rec.samples)
+            median = statistics.median(t / self.slowdown(w, rec) for t, w in rec.samples)
             self._medians[rec.trial_id] = (inputs, median)
             return median
         if self._mean_time is None:
@@ -138,6 +189,16 @@ class OverheadEstimator:
             return self.trial_memory
         known = [p for r in self._book.records.values() if (p := _peak_gb(r.trial)) is not None]
         return max(known) if known else self.gpu_memory
+
+
+def _shrunk(prior: float, own: tuple[float, int] | None) -> float:
+    """``own`` (estimate, samples) shrunk towards ``prior`` in log space (prior weight
+    ``PRIOR_WEIGHT``); the prior alone when the trial has no estimate."""
+    if own is None:
+        return prior
+    value, n = own
+    w = n / (n + PRIOR_WEIGHT)
+    return max(1.0, math.exp(w * math.log(value) + (1 - w) * math.log(prior)))
 
 
 def _peak_gb(trial: Trial) -> float | None:

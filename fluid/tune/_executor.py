@@ -34,7 +34,7 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from fluid.core import C_MAX, O_TH, S_TH, PolicyConfig
+from fluid.core import S_TH, PolicyConfig
 from fluid.tune import _actions as actions
 from fluid.tune import _admission as admission
 from fluid.tune import _barrier as barrier
@@ -43,7 +43,13 @@ from fluid.tune._base import base_view, eligible
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup
 from fluid.tune._history import install_restart_trim
-from fluid.tune._options import DEFAULT_ITERATION_TIME, FluidConfigError, FluidOptions
+from fluid.tune._options import (
+    DEFAULT_ITERATION_TIME,
+    PACK_C_MAX,
+    PACK_O_TH,
+    FluidConfigError,
+    FluidOptions,
+)
 from fluid.tune._planner import Planner
 from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialBook, TrialRecord, new_record
 from fluid.tune._report import PlanReport
@@ -64,15 +70,19 @@ class FluidExecutor(TrialScheduler):
         base_scheduler: the tuning algorithm's scheduler (``None``: FIFO). Fluid's adapted
             schedulers in ``fluid.schedulers`` declare TrialGroups; any other scheduler works
             with one rolling group whose budgets come from the stop criteria.
-        alpha: packing overhead ``alpha >= 1`` of every trial until measured.
-        beta: scaling overhead ``beta >= 1`` of every trial until measured.
-        c: most trials per GPU (``None``: derived from ``alpha`` with ``o_th``).
-        d: most GPUs per trial (``None``: derived from ``beta`` with ``s_th``). Trainables that
-            are not elastic (``fluid.train.elastic``) always get ``d = 1``.
+        alpha: the prior packing overhead ``alpha >= 1`` of a trial, sharpened per trial by its
+            own iteration times (``None``: ``PRIOR_ALPHA = 2``: an unmeasured trial is never
+            packed, as under plain Tune).
+        beta: the prior scaling overhead ``beta >= 1`` (``None``: ``PRIOR_BETA = 2``: an
+            unmeasured trial is never ganged).
+        c: most trials per GPU (``None``: per trial from ``alpha_i`` with ``o_th``).
+        d: most GPUs per trial (``None``: per trial from ``beta_i`` with ``s_th``). Trainables
+            that are not elastic (``fluid.train.elastic``) always get ``d = 1``.
         eps: seconds one resize costs (``None``: measured, ``DEFAULT_EPS`` until measured).
-        o_th: ``O_th``, least marginal benefit to pack one more trial on a GPU.
+        o_th: ``O_th``, least marginal benefit to pack one more trial on a GPU (default 0.4:
+            two trials share a GPU only if ``alpha_i < 1.2``).
         s_th: least marginal benefit to add one more worker to a gang.
-        c_max: most trials on one GPU whatever is measured.
+        c_max: most trials on one GPU whatever is measured (default 2).
         gpu_memory: GB of one GPU; with ``trial_memory`` packing never exceeds it.
         trial_memory: GB one trial needs on a GPU (``None``: from reported
             ``fluid_peak_gpu_memory`` once known, else unchecked).
@@ -85,13 +95,13 @@ class FluidExecutor(TrialScheduler):
         default_iteration_time: seconds per iteration on one GPU assumed before any trial
             reported (only the ratios between trials matter, so budgets decide at first).
         dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
-        profile: a ``fluid.tune.profiler.Profile``: its ``alpha``, ``beta``, ``c``, ``d``
-            replace the options of the same name.
+        profile: a ``fluid.tune.profiler.Profile``: its ``alpha``, ``beta`` become the prior
+            and its ``c``, ``d`` caps (they replace the options of the same name).
         mps: a ``fluid.gpu.MPSManager`` (any object with ``start()`` and ``stop()``): started
             with the experiment (one MPS daemon per GPU node) and stopped when it ends.
-        refine: keep refining ``alpha`` and ``beta`` from trials measured at two widths
-            (a trial resized from a share ``1/p`` to ``1/q`` gives ``alpha``; a gang resized
-            from ``w`` to ``v`` GPUs gives ``beta``); the median over trials is used.
+        refine: learn each trial's own ``alpha_i``/``beta_i`` from its iteration times at two
+            widths (a share ``1/p`` against one GPU gives ``alpha_i``, a gang of ``w`` GPUs
+            ``beta_i``), shrunk towards the prior; ``False``: the prior for every trial.
         resize_requests: a trial that asks for GPUs (``resources_per_trial={"gpu": 2}``,
             ``tune.with_resources``, a ``PlacementGroupFactory``) gets at least what it asked
             for, unless this is ``True``: then Fluid sizes it like any other trial and warns
@@ -115,14 +125,14 @@ class FluidExecutor(TrialScheduler):
         self,
         base_scheduler: TrialScheduler | None = None,
         *,
-        alpha: float = 1.0,
-        beta: float = 1.0,
+        alpha: float | None = None,
+        beta: float | None = None,
         c: int | None = None,
         d: int | None = None,
         eps: float | None = None,
-        o_th: float = O_TH,
+        o_th: float = PACK_O_TH,
         s_th: float = S_TH,
-        c_max: int = C_MAX,
+        c_max: int = PACK_C_MAX,
         gpu_memory: float | None = None,
         trial_memory: float | None = None,
         max_outstanding: int | None = None,
@@ -160,7 +170,7 @@ class FluidExecutor(TrialScheduler):
         )
         self.planner = Planner(self._book, self.estimator, self.options.policy, dynamic=dynamic,
                                clock=self._clock, cpus_per_trial=cpus_per_trial,
-                               cpus_per_worker=cpus_per_worker)
+                               cpus_per_worker=cpus_per_worker, exact_limits=profile is None)
         self.report = PlanReport(verbose)
         self._state = StateStore(self._clock)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
@@ -185,12 +195,12 @@ class FluidExecutor(TrialScheduler):
 
     @property
     def alpha(self) -> float:
-        """``alpha``: the packing overhead, as given or as refined from resized trials."""
+        """``alpha``: the median of the trials' own measured ``alpha_i``, else the prior."""
         return self.estimator.alpha
 
     @property
     def beta(self) -> float:
-        """``beta``: the scaling overhead, as given or as refined from resized trials."""
+        """``beta``: the median of the trials' own measured ``beta_i``, else the prior."""
         return self.estimator.beta
 
     @property
@@ -274,6 +284,7 @@ class FluidExecutor(TrialScheduler):
             gid, until = self._book.group_of_new(trial)
             rec = new_record(trial, gid, until, self.options.elastic,
                              self.options.resize_requests)
+            rec.priority = self._book.groups[gid].priority.get(trial.trial_id, 0)
             apply_saved(rec, self._restored.get(trial.trial_id))
             admission.check_cpus(self.planner, rec)
             self._book.add(rec)

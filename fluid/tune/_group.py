@@ -50,6 +50,11 @@ class TrialGroup:
             algorithm gave it (may be fractional).
         sync: the members must stay in step (a PBT population): a member that reached its
             budget waits, paused, until every unfinished member has reached its iteration.
+        priority: ``{trial_id: int}``, what the algorithm waits on: its rung (0: the first
+            rung, a fresh trial; > 0: promoted, a survivor a synchronous rung waits on). A
+            trial of priority > 0 is never packed and never slower than alone on one GPU
+            unless its own measured ``alpha_i`` says packing gains; higher priorities start
+            first. Missing trials have priority 0.
     """
 
     trials: list[Trial]
@@ -58,6 +63,7 @@ class TrialGroup:
     time_attr: str = ITERATIONS
     budget: dict[str, float] = field(default_factory=dict)
     sync: bool = False
+    priority: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -68,6 +74,7 @@ class TrialGroup:
         time_attr: str = ITERATIONS,
         progress: Mapping[str, Mapping[str, Any]] | None = None,
         sync: bool = False,
+        priority: int | Mapping[str, int] = 0,
     ) -> TrialGroup:
         """Build a group.
 
@@ -81,6 +88,7 @@ class TrialGroup:
                 updated (inside ``on_trial_result``); used to convert a budget in another unit
                 to iterations.
             sync: the members must stay in step (see the class).
+            priority: one for all or a mapping by trial id (see the class); ``>= 0``.
         """
         trials = list(trials)
         if isinstance(until, Mapping):
@@ -102,8 +110,12 @@ class TrialGroup:
             )
             for t in trials
         }
+        prios = {t.trial_id: int(priority.get(t.trial_id, 0) if isinstance(priority, Mapping)
+                                 else priority) for t in trials}
+        if any(p < 0 for p in prios.values()):
+            raise ValueError(f"priority must be >= 0, got {prios}")
         return cls(trials, iterations, name, time_attr, {k: float(v) for k, v in budgets.items()},
-                   sync)
+                   sync, prios)
 
 
 def _positive(value: Any) -> bool:
@@ -144,15 +156,16 @@ class TrialGroupMixin:
         time_attr: str = ITERATIONS,
         progress: Mapping[str, Mapping[str, Any]] | None = None,
         sync: bool = False,
+        priority: int | Mapping[str, int] = 0,
     ) -> TrialGroup:
         """Declare that ``trials`` form a TrialGroup, each to run to ``until`` of ``time_attr``.
 
         ``until`` is in the algorithm's unit (``time_attr``, iterations by default) and may be
         fractional; ``progress`` maps a trial id to a result its ``last_result`` does not hold
-        yet (see :meth:`TrialGroup.of`); ``sync``: its members must stay in step (see
-        ``TrialGroup``).
+        yet (see :meth:`TrialGroup.of`); ``sync``: its members must stay in step; ``priority``:
+        what the algorithm waits on, its rung (see ``TrialGroup``).
         """
-        group = TrialGroup.of(trials, until, name, time_attr, progress, sync)
+        group = TrialGroup.of(trials, until, name, time_attr, progress, sync, priority)
         if self._fluid_executor is not None:
             self._fluid_executor.add_group(group)
         return group

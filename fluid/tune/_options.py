@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluid.core import C_MAX, O_TH, S_TH, PolicyConfig, check_number
+from fluid.core import S_TH, PolicyConfig, check_number
 
 #: Per-iteration one-GPU time assumed for a trial before any trial has reported.
 DEFAULT_ITERATION_TIME = 1.0
+#: Least marginal benefit ``O_p`` to pack one more trial on a GPU (FluidExecutor's default):
+#: packing two pays only if ``1 - alpha_i / 2 > 0.4``, i.e. ``alpha_i < 1.2``.
+PACK_O_TH = 0.4
+#: Most trials on one GPU by default (FluidExecutor's ``c_max``).
+PACK_C_MAX = 2
 
 
 class FluidConfigError(ValueError):
@@ -27,19 +32,20 @@ def _number(name: str, value: Any, low: float, **kw: Any) -> None:
 class FluidOptions:
     """The options of ``FluidExecutor`` (same names, defaults and meaning; see its docstring).
 
-    ``alpha`` and ``beta`` here are the starting overheads; the estimator refines them.
+    ``alpha`` and ``beta`` here are the prior overheads (``None``: the estimator's conservative
+    prior); the estimator sharpens them per trial.
     ``policy`` is the ``fluid.core.PolicyConfig`` built from ``c``, ``d``, ``o_th``, ``s_th``,
     ``c_max`` and ``gpu_memory`` (its ``eps`` is set per plan from the measured resize cost).
     """
 
-    alpha: float = 1.0
-    beta: float = 1.0
+    alpha: float | None = None
+    beta: float | None = None
     c: int | None = None
     d: int | None = None
     eps: float | None = None
-    o_th: float = O_TH
+    o_th: float = PACK_O_TH
     s_th: float = S_TH
-    c_max: int = C_MAX
+    c_max: int = PACK_C_MAX
     gpu_memory: float | None = None
     trial_memory: float | None = None
     max_outstanding: int | None = None
@@ -55,8 +61,8 @@ class FluidOptions:
     policy: PolicyConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _number("alpha", self.alpha, 1)
-        _number("beta", self.beta, 1)
+        _number("alpha", self.alpha, 1, optional=True)
+        _number("beta", self.beta, 1, optional=True)
         _number("eps", self.eps, 0, optional=True, unit="seconds")
         _number("trial_memory", self.trial_memory, 0, low_open=True, optional=True, unit="GB")
         _number("max_outstanding", self.max_outstanding, 1, integer=True, optional=True)

@@ -4,7 +4,13 @@
   ``w`` and places those that fit (READY), the others wait in the queue (QUEUED);
 * the queue, oldest first: ``start_in_order`` as GPUs free up;
 * with nothing waiting, the groups whose trials changed: ``dynamic_fluid`` re-sizes their
-  running trials (the new width is the record's ``width``; the trial restarts at it);
+  running trials (the new width is the record's ``width``; the trial restarts at it), only
+  where the gain beats ``RESIZE_GAIN`` x ``eps``, at most ``MAX_RESIZES`` times per trial per
+  rung, and only if the guard (``fluid.core.is_safe``) finds the leading trials no later;
+* each trial is sized with its own ``alpha_i``, ``beta_i`` (the estimator's prior sharpened by
+  its own iteration times); a trial of priority > 0 (promoted, one a rung waits on) is never
+  packed unless its own measured ``alpha_i`` is below ``PRIORITY_ALPHA``; the queue starts
+  higher priorities first;
 * a cluster that grew or shrank: the plan's GPUs follow it;
 * CPUs: a trial starts only if the CPUs of its shape fit beside those of the trials placed,
   so Fluid never plans more trials than Ray can run (the rest wait, unsized, until CPUs free).
@@ -25,7 +31,10 @@ from fluid.core import (
     PolicyConfig,
     RunningTrial,
     TrialSpec,
+    c_from_alpha,
+    d_from_beta,
     dynamic_fluid,
+    is_safe,
     start_in_order,
     static_fluid,
 )
@@ -36,6 +45,14 @@ from fluid.tune._shapes import cpus_in, describe, shape_of
 
 #: CPUs closer than this are the same (sums of fractional CPUs).
 CPU_TOL = 1e-6
+#: A resize is made only if its predicted gain exceeds this many times the measured ``eps``.
+RESIZE_GAIN = 10.0
+#: Most resizes Fluid makes of one trial while its budget (its rung) stays the same.
+MAX_RESIZES = 2
+#: Widest gang of a trial whose own ``beta_i`` is not measured yet (the probe).
+PROBE_D = 2
+#: A trial of priority > 0 may be packed only if its own measured ``alpha_i`` is below this.
+PRIORITY_ALPHA = 1.05
 
 logger = logging.getLogger("fluid")
 
@@ -51,14 +68,17 @@ class Planner:
         clock: time stamps of the plan log.
         cpus_per_trial: CPUs of a trial's own bundle (``None``: what the trial asked for).
         cpus_per_worker: CPUs of each gang worker's bundle.
+        exact_limits: the policy's ``c`` and ``d`` are the user's and apply as given (else,
+            from a profile, they only cap what each trial's own overheads allow).
     """
 
     def __init__(self, book: TrialBook, estimator: OverheadEstimator, policy: PolicyConfig, *,
                  dynamic: bool, clock: Callable[[], float], cpus_per_trial: float | None = None,
-                 cpus_per_worker: float = 1.0) -> None:
+                 cpus_per_worker: float = 1.0, exact_limits: bool = True) -> None:
         self._book, self._estimator, self._policy = book, estimator, policy
         self._dynamic, self._clock = dynamic, clock
         self._cpus_per_trial, self._cpus_per_worker = cpus_per_trial, cpus_per_worker
+        self.exact_limits = exact_limits
         self.pool: GpuPool | None = None
         self.gpus = 0.0
         self.cpus: float | None = None  # CPUs of the cluster (None: not limited)
@@ -137,15 +157,39 @@ class Planner:
         self.dirty = True
 
     def spec(self, rec: TrialRecord) -> TrialSpec:
-        """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time;
-        ``c_i`` from the trial's ``min_share`` (it ran out of GPU memory at a smaller one)."""
-        est = self._estimator
+        """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time,
+        with the trial's own ``alpha_i``, ``beta_i``.
+
+        ``d_i`` from ``beta_i`` (``s_th``; the group's ``d`` as a cap, or as is when the user
+        gave it, ``exact_limits``; 1 or what it asked for when not elastic); ``c_i`` from
+        ``alpha_i`` (``o_th``, ``c_max``; the group's ``c`` likewise), 1 for a
+        trial of priority > 0 whose own measured ``alpha_i`` is not below ``PRIORITY_ALPHA``,
+        and at most what its ``min_share`` allows (it ran out of GPU memory at a smaller one).
+        """
+        est, cfg = self._estimator, self._policy
         until = rec.until if rec.until is not None else self._book.default_until(rec)
         left = max(1, until - rec.iteration)
+        alpha, beta = est.alpha_of(rec), est.beta_of(rec)
         # A trainable that is not elastic runs on one GPU, or on the GPUs it asked for.
-        d = None if rec.elastic else max(1, int(rec.w_min or 1))
-        c = None if rec.min_share is None else int(math.floor(1 / rec.min_share + 1e-9))
-        inputs = (left * est.iteration_time(rec), est.alpha, est.beta, c, d, est.memory(rec),
+        if rec.elastic and cfg.d is not None and self.exact_limits:
+            d = cfg.d  # the user's own d
+        elif rec.elastic:
+            d = d_from_beta(beta, cfg.s_th, max(1, int(self.gpus)))
+            d = d if cfg.d is None else min(d, cfg.d)
+            if rec.own_beta is None:
+                # Unmeasured: one GPU until its iteration time is known, then a gang of two
+                # (the probe) before its own beta_i decides more.
+                d = min(d, PROBE_D if rec.samples else 1)
+        else:
+            d = max(1, int(rec.w_min or 1))
+        c = c_from_alpha(alpha, cfg.o_th, cfg.c_max)
+        if cfg.c is not None:
+            c = cfg.c if self.exact_limits else min(c, cfg.c)
+        if rec.priority > 0 and (rec.own_alpha is None or alpha >= PRIORITY_ALPHA):
+            c = 1  # what the algorithm waits on runs alone unless its packing is measured free
+        if rec.min_share is not None:
+            c = min(c, int(math.floor(1 / rec.min_share + 1e-9)))
+        inputs = (left * est.iteration_time(rec), alpha, beta, max(1, c), d, est.memory(rec),
                   rec.w_min)
         cached = self._specs.get(rec.trial_id)
         if cached is not None and cached[0] == inputs:
@@ -157,7 +201,8 @@ class Planner:
     def _running(self, rec: TrialRecord) -> RunningTrial:
         """``RunningTrial`` of a live trial, the one of the last re-plan if nothing changed."""
         spec = self.spec(rec)
-        resizable = rec.checkpoints and rec.phase is Phase.RUNNING
+        resizable = (rec.checkpoints and rec.phase is Phase.RUNNING
+                     and rec.budget_resizes < MAX_RESIZES)
         inputs, _, old = self._specs[rec.trial_id]
         if old is not None and old.spec is spec and (old.width, old.resizable) == (
                 rec.width, resizable):
@@ -171,14 +216,20 @@ class Planner:
         self.dirty = False
         assert self.pool is not None
         cfg = self._policy
-        # Older groups' waiting trials first, then newly eligible ones; as many as CPUs allow.
+        # Higher priorities first (promoted trials, survivors a rung waits on), then older
+        # groups' waiting trials, then newly eligible ones; as many as CPUs allow.
+        self.queue.sort(key=lambda i: -self._book[i].priority)
         queued, over = self._within_cpus([self._book[i] for i in self.queue], self._free_cpus())
         started, _ = start_in_order([(self.spec(r), r.width) for r in queued], self.pool, cfg)
         begun = {a.trial_id for a in started}
         self.queue = [i for i in self.queue if i not in begun]
         self._mark_ready([a.trial_id for a in started])
         newly = [] if over else self._within_cpus(eligible(), self._free_cpus())[0]
-        for gid, recs in by_group(newly).items():
+        tiers = sorted({r.priority for r in newly}, reverse=True)  # what it waits on first
+        for gid, recs in [(g, [r for r in rs if r.priority == p]) for p in tiers
+                          for g, rs in by_group(newly).items()]:
+            if not recs:
+                continue
             plan = static_fluid([self.spec(r) for r in recs], self.pool, cfg)
             for rec in recs:
                 rec.width = plan.widths[rec.trial_id]
@@ -198,10 +249,22 @@ class Planner:
         live = [r for r in self._book.in_phase(LIVE) if r.group == gid and r.width is not None]
         if not live:
             return
+        self._undo_slow_gangs(live)
         running = [self._running(r) for r in live]
-        # With CPUs counted, plan on a copy: the plan is dropped if its gangs need more CPUs.
-        pool = self.pool if self.cpus is None else self.pool.copy()
-        plan = dynamic_fluid(running, [], pool, replace(cfg, eps=self._estimator.eps))
+        # Plan on a copy: the plan is dropped if the guard rejects it or if its gangs need
+        # more CPUs than there are. A resize must gain RESIZE_GAIN x eps (anti-oscillation).
+        pool = self.pool.copy()
+        eps = self._estimator.eps
+        plan = dynamic_fluid(running, [], pool, replace(cfg, eps=RESIZE_GAIN * eps))
+        if not plan.resized:
+            return
+        specs = {r.spec.id: r.spec for r in running}
+        current = {r.spec.id: r.width for r in running}
+        widths = {**current, **{z.trial_id: z.new_width for z in plan.resized}}
+        top = max(r.priority for r in live)
+        leaders = [r.trial_id for r in live if r.priority == top]
+        if not is_safe(specs, widths, current, leaders, eps):
+            return  # the leading trials would end later than they do now: keep the plan
         free = self._free_cpus()
         if free is not None and sum(self.cpus_needed(self._book[z.trial_id], z.new_width)
                                     - self.cpus_needed(self._book[z.trial_id])
@@ -212,6 +275,22 @@ class Planner:
             self._book[z.trial_id].width = z.new_width
         if plan.resized:
             self._log_plan("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
+
+    def _undo_slow_gangs(self, live: list[TrialRecord]) -> None:
+        """A gang whose own measured ``beta_i`` makes it slower than one GPU, even counting a
+        restart (``h_i(1) + eps < h_i(w)``), goes back to one GPU (DynamicFluid only shrinks
+        to free GPUs that others need; a failed probe must not run on at its slow width)."""
+        assert self.pool is not None
+        eps = self._estimator.eps
+        for r in live:
+            if (r.width is None or r.width < 2 or r.own_beta is None or r.phase is not Phase.RUNNING
+                    or not r.checkpoints or r.budget_resizes >= MAX_RESIZES + 1):
+                continue
+            spec = self.spec(r)
+            if spec.runtime_at(1.0) + eps < spec.runtime_at(r.width):
+                self.pool.shrink_gang(r.trial_id, 1)
+                self._log_plan("dynamic", r.group, {r.trial_id: 1.0})
+                r.width = 1.0
 
     def _mark_ready(self, ids: list[str]) -> None:
         for i in ids:
@@ -233,6 +312,7 @@ class Planner:
         """A running trial pauses to restart at its planned ``width``."""
         rec.phase, rec.resize_at = Phase.RESIZING, now
         rec.resizes += 1
+        rec.budget_resizes += 1
         self.ready.append(rec.trial_id)
 
     def release(self, rec: TrialRecord) -> None:

@@ -86,7 +86,9 @@ class TrialRecord:
     Fluid resize requests, ``w_min`` is the least width that gives them, and ``request`` the
     trial's own factory, kept when it runs at ``w_min`` (a trainable that is not elastic).
     ``min_share``: after the trial ran out of GPU memory at a packed share, the least share it
-    is given from then on (its ``c_i = floor(1 / min_share)``).
+    is given from then on (its ``c_i = floor(1 / min_share)``). ``priority``: the TrialGroup's
+    priority of the trial (its rung: a promoted trial, one a synchronous rung waits on);
+    ``budget_resizes``: Fluid's resizes of it since its budget last changed (bounded per rung).
     """
 
     trial: Trial
@@ -112,6 +114,10 @@ class TrialRecord:
     request: Any = None  # the trial's own PlacementGroupFactory, run as is at ``w_min``
     warned: bool = False  # told the user Fluid resized its request
     min_share: float | None = None  # least GPU share it fits in (it ran out of memory below)
+    own_alpha: tuple[float, int] | None = None  # (its own alpha_i, samples it rests on)
+    own_beta: tuple[float, int] | None = None  # (its own beta_i, samples it rests on)
+    priority: int = 0  # what the algorithm waits on: > 0 never packed (a promoted trial)
+    budget_resizes: int = 0  # resizes since its budget (rung) last changed
     # Set by ``TrialBook.add``: the book whose phase index to update, the order of addition.
     _book: TrialBook | None = field(default=None, init=False, repr=False, compare=False)
     _seq: int = field(default=0, init=False, repr=False, compare=False)
@@ -181,10 +187,15 @@ class TrialBook:
             if t.trial_id not in target.until:
                 target.trials.append(t)
             target.until[t.trial_id] = group.until[t.trial_id]
+            prio = group.priority.get(t.trial_id, 0)
+            target.priority[t.trial_id] = prio
             rec = self.records.get(t.trial_id)
             if rec is not None and (rec.group, rec.until) != (gid, group.until[t.trial_id]):
                 rec.group, rec.until = gid, group.until[t.trial_id]
+                rec.budget_resizes = 0  # a new rung: a fresh allowance of resizes
                 changed = True
+            if rec is not None and rec.priority != prio:
+                rec.priority, changed = prio, True
         return gid, changed
 
     def group_of_new(self, trial: Trial) -> tuple[int, int | None]:

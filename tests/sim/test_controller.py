@@ -93,9 +93,9 @@ def test_packed_and_gang_trials_run_at_the_model_slowdown():
 def test_restart_cost_is_what_fluid_measures_as_eps():
     costs = RestartCosts(actor_start_s=2.0, gang_setup_s=0.0, save_fixed_s=0.5,
                          restore_fixed_s=0.5, storage_gbps=math.inf)
-    # Figure 5 ten times longer, so that resizes pay for the 5 s Fluid assumes before it
-    # measured one.
-    _, executor, stats = _run_fixed([10 * h for h in FIG5], 5, "fluid", costs=costs, c=2, d=4,
+    # Figure 5 thirty times longer, so that resizes pay for RESIZE_GAIN (10) x the 5 s Fluid
+    # assumes before it measured one.
+    _, executor, stats = _run_fixed([30 * h for h in FIG5], 5, "fluid", costs=costs, c=2, d=4,
                                     model={"dt": 0.5})
     assert stats.restarts >= 1
     # save + start + restore; the executor's alpha comes from a noisy simulated profile, so

@@ -20,7 +20,7 @@ ITERS = 5
 
 
 def _ex(**kw):
-    return FluidExecutor(cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.2, **kw)
+    return FluidExecutor(**{"cpus_per_trial": 0.1, "cpus_per_worker": 0.1, "eps": 0.2, **kw})
 
 
 def test_retry_and_failure_for_good(ray4, tmp_path):
@@ -31,10 +31,11 @@ def test_retry_and_failure_for_good(ray4, tmp_path):
         {"t": 0.6, "iters": ITERS},
         {"t": 0.6, "iters": ITERS},
     ]
-    ex = _ex()
+    ex = _ex(beta=1.0, eps=0.02)  # a profile says gangs scale; resizes are cheap
     analysis = tune.run(
         modeled,
         config={"cfg": tune.grid_search(configs)},
+        stop={"training_iteration": ITERS},  # Fluid's budgets
         trial_executor=ex,
         storage_path=str(tmp_path),
         max_failures=1,
@@ -58,7 +59,7 @@ def test_packed_trial_out_of_gpu_memory_is_retried_alone(ray4, tmp_path):
     """A packed trial that dies of CUDA OOM is retried on a larger share (here alone) without
     using the user's max_failures, and Fluid remembers the share it needs."""
     configs = [{"t": 0.2, "iters": ITERS, "oom_below": 1.0}] + [{"t": 0.2, "iters": ITERS}] * 7
-    ex = _ex()
+    ex = _ex(alpha=1.0)  # a profile says packing is free: Fluid packs before it knows better
     analysis = tune.run(
         modeled,
         config={"cfg": tune.grid_search(configs)},
@@ -98,7 +99,7 @@ def test_plain_trainable_with_asha_matches_plain_tune(ray4, tmp_path):
     asha = dict(max_t=8, grace_period=2, reduction_factor=2)
     baseline = fit(ray.tune.schedulers.ASHAScheduler(**asha), {"cpu": 0.1, "gpu": 1})
     # The same 1-GPU request, which Fluid may resize only when told so.
-    fluid = fit(_ex(base_scheduler=ASHAScheduler(**asha), resize_requests=True),
+    fluid = fit(_ex(base_scheduler=ASHAScheduler(**asha), resize_requests=True, alpha=1.0),
                 {"cpu": 0.1, "gpu": 1})
     best = baseline.get_best_result().metrics["acc"]
     assert fluid.get_best_result().metrics["acc"] == pytest.approx(best)

@@ -11,10 +11,13 @@ ITERS = 6
 
 
 def test_grid_search_packs_gangs_and_resizes(ray4, tmp_path):
-    ex = FluidExecutor(cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.5)
+    # A profile that says packing and scaling are free (the trainable's truth): Fluid packs
+    # the short trials and gangs the long ones once their one-GPU time is measured.
+    ex = FluidExecutor(alpha=1.0, beta=1.0, cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.05)
     analysis = tune.run(
         modeled,
         config={"t": tune.grid_search(TIMES), "iters": ITERS},
+        stop={"training_iteration": ITERS},  # Fluid's budgets
         trial_executor=ex,
         storage_path=str(tmp_path),
         verbose=0,
@@ -44,7 +47,7 @@ def test_grid_search_packs_gangs_and_resizes(ray4, tmp_path):
 
 def test_memory_safe_packing(ray4, tmp_path):
     # c would allow 8 trials on a GPU; 3 GB each on 8 GB GPUs allows only 2.
-    ex = FluidExecutor(cpus_per_trial=0.1, gpu_memory=8.0, trial_memory=3.0, eps=0.5)
+    ex = FluidExecutor(c=8, cpus_per_trial=0.1, gpu_memory=8.0, trial_memory=3.0, eps=0.5)
     analysis = tune.run(
         modeled,
         config={"t": 0.1, "iters": 3, "peak_gb": 3.0, "n": tune.grid_search(list(range(8)))},
@@ -64,3 +67,23 @@ def test_memory_safe_packing(ray4, tmp_path):
         load[g] = load.get(g, 0) + delta
         assert load[g] <= 2, f"GPU {g} holds {load[g]} trials of 3 GB on 8 GB"
     assert max(len(ex.shape_timeline(t.trial_id)) for t in analysis.trials) >= 2
+
+
+def test_the_long_trial_gets_gpus_and_nothing_is_packed_unmeasured(ray4, tmp_path):
+    # Six trials on 4 GPUs, one four times longer than the others; a profile says gangs scale
+    # (beta 1.0) but nothing is known of packing: no trial is ever packed, and once the short
+    # trials are done the long one runs on at least 2 GPUs.
+    ex = FluidExecutor(beta=1.0, cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.05)
+    times = [0.15] * 5 + [0.6]
+    analysis = tune.run(
+        modeled,
+        config={"t": tune.grid_search(times), "iters": 8},
+        stop={"training_iteration": 8},
+        trial_executor=ex,
+        storage_path=str(tmp_path),
+        verbose=0,
+    )
+    frames = analysis.trial_dataframes
+    widths = {t.config["t"]: list(frames[t.trial_id]["gpus"]) for t in analysis.trials}
+    assert all(w >= 1 for ws in widths.values() for w in ws), widths
+    assert max(widths[0.6]) >= 2, widths[0.6]

@@ -62,6 +62,7 @@ def test_first_result_after_a_resize_measures_eps():
     rec = TrialRecord(_trial("a"), 0, 10)
     book.add(rec)
     rec.samples.append((2.0, 1.0))
+    rec.raw[1.0] = deque([2.0])  # it ran at this width before: the result measures eps only
     rec.actual, rec.resize_at = 1.0, 10.0
     assert est.eps == 5.0  # DEFAULT_EPS until measured
     assert not est.observe(rec, 2.0, now=15.0)  # 5 s since the resize, 2 s of them training

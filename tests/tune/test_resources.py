@@ -97,7 +97,7 @@ def test_one_gpu_request_is_never_packed(ray4x4, tmp_path, caplog, capsys):
 
 
 def test_resize_requests_opt_in_resizes_and_warns(ray4x4, tmp_path, caplog):
-    ex = FluidExecutor(cpus_per_trial=0.1, eps=0.5, resize_requests=True)
+    ex = FluidExecutor(cpus_per_trial=0.1, eps=0.5, resize_requests=True, alpha=1.0)
     with caplog.at_level(logging.INFO, logger="fluid"):
         analysis = _run(_asking({"cpu": 0.1, "gpu": 1}), ex, tmp_path, n=8)
     assert min(_gpus_seen(analysis)) < 1, "Fluid never packed a request it may resize"

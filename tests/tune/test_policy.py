@@ -1,0 +1,160 @@
+"""The time-to-target policy in FluidExecutor's parts (no Ray instance): the conservative
+prior, per-trial overheads learned from a trial's own iteration times, priority, the bounded
+resizes and the guard."""
+
+from __future__ import annotations
+
+from collections import deque
+from types import SimpleNamespace
+
+import pytest
+from ray.tune.experiment import Trial
+
+from fluid.tune._estimator import PRIOR_ALPHA, PRIOR_BETA, OverheadEstimator
+from fluid.tune._group import TrialGroup
+from fluid.tune._options import FluidOptions
+from fluid.tune._planner import MAX_RESIZES, RESIZE_GAIN, Planner
+from fluid.tune._records import Phase, TrialBook, TrialRecord
+
+
+def _trial(tid, status=Trial.PAUSED):
+    return SimpleNamespace(trial_id=tid, status=status, last_result={})
+
+
+def _setup(gpus=4.0, alpha=None, beta=None, eps=1.0, **options):
+    book = TrialBook()
+    est = OverheadEstimator(book, alpha=alpha, beta=beta, eps=eps, refine=True,
+                            default_iteration_time=1.0, trial_memory=None, gpu_memory=None)
+    planner = Planner(book, est, FluidOptions(**options).policy, dynamic=True,
+                      clock=lambda: 0.0)
+    planner.start(gpus)
+    return book, est, planner
+
+
+def _records(book, n, until=10, **kw):
+    recs = [TrialRecord(_trial(f"t{i}"), 0, until, elastic=True, **kw) for i in range(n)]
+    for r in recs:
+        book.add(r)
+    return recs
+
+
+def test_without_a_profile_equal_trials_use_every_gpu_one_each():
+    # FluidExecutor() defaults: 8 equal trials on 4 GPUs run 4 at a time, one GPU each (as plain
+    # Tune), never 8 packed on one GPU with three idle.
+    book, est, planner = _setup(gpus=4.0)
+    assert (est.prior_alpha, est.prior_beta) == (PRIOR_ALPHA, PRIOR_BETA)
+    recs = _records(book, 8)
+    planner.plan(lambda: recs)
+    assert all(r.width == 1.0 for r in recs)
+    used = {g for r in recs if r.phase is Phase.READY for g in planner.pool.where(r.trial_id)}
+    assert used == {0, 1, 2, 3} and len(planner.queue) == 4
+
+
+def test_a_measured_cheap_packing_is_used_and_a_costly_one_is_not():
+    # A single packed sample is not enough against the prior (no packing on one sample).
+    book1, est1, _ = _setup()
+    (one,) = _records(book1, 1)
+    one.raw = {1.0: deque([10.0]), 0.5: deque([10.5])}
+    est1.refine_overheads(one)
+    assert est1.alpha_of(one) > 1.2
+    book, est, planner = _setup(gpus=1.0)
+    cheap, costly = _records(book, 2)
+    # Each ran alone at 10 s per iteration, then at half a GPU: 10.5 s (alpha 1.05), 18 s (1.8).
+    for rec, packed in ((cheap, 10.5), (costly, 18.0)):
+        rec.raw = {1.0: deque([10.0] * 5), 0.5: deque([packed] * 5)}
+        est.refine_overheads(rec)
+    assert rec.own_alpha == (pytest.approx(1.8), 5)
+    # Shrunk towards the prior 2.0, in log space, the prior worth one sample of the five.
+    assert est.alpha_of(cheap) == pytest.approx((1.05**5 * 2.0) ** (1 / 6))
+    assert est.alpha_of(cheap) < 1.2 < est.alpha_of(costly)
+    assert planner.spec(cheap).c == 2 and planner.spec(costly).c == 1
+
+
+def test_one_gpu_time_of_a_trial_is_its_own_measured_time():
+    book, est, _ = _setup()
+    (rec,) = _records(book, 1)
+    rec.actual, rec.fresh_start = 1.0, False
+    assert est.observe(rec, 7.0, now=0.0)  # its first sample
+    assert est.iteration_time(rec) == 7.0
+    rec.actual = 2.0  # then a gang of two at 4.2 s per iteration: beta_i = 2 * 4.2 / 7 = 1.2
+    est.observe(rec, 4.2, now=2.0)
+    assert rec.own_beta[0] == pytest.approx(1.2)
+    assert est.beta_of(rec) == pytest.approx((1.2 * PRIOR_BETA) ** 0.5)
+    assert est.iteration_time(rec) == 7.0  # still its own one-GPU time
+
+
+def test_a_promoted_trial_is_never_packed_without_its_own_measurement():
+    book, est, planner = _setup(gpus=1.0, alpha=1.01)  # a profile says packing is nearly free
+    fresh, promoted = _records(book, 2)
+    book.add_group(TrialGroup.of([fresh.trial], 10, "g"))
+    book.add_group(TrialGroup.of([promoted.trial], 10, "g", priority=1))
+    assert (fresh.priority, promoted.priority) == (0, 1)
+    assert planner.spec(fresh).c == 2 and planner.spec(promoted).c == 1
+    planner.plan(lambda: [fresh, promoted])
+    assert promoted.width == 1.0 and promoted.phase is Phase.READY
+
+
+def test_the_queue_starts_higher_priorities_first():
+    book, est, planner = _setup(gpus=1.0)
+    recs = _records(book, 3)
+    planner.plan(lambda: recs)
+    assert planner.ready == ["t0"] and planner.queue == ["t1", "t2"]
+    recs[2].priority = 1  # t2 was promoted while it waited
+    planner.release(recs[0])
+    recs[0].phase = Phase.DONE
+    planner.plan(lambda: [])
+    assert planner.ready[-1] == "t2" and planner.queue == ["t1"]
+
+
+def _running(planner, recs, widths):
+    for r, w in zip(recs, widths, strict=True):
+        assert planner.pool.place(r.trial_id, w) is not None
+        r.width = r.actual = w
+        r.phase, r.checkpoints = Phase.RUNNING, True
+        r.raw = {1.0: deque([1.0, 1.0])}  # its one-GPU time is known
+        r.samples = deque([(1.0, 1.0), (1.0, 1.0)])
+
+
+def test_idle_gpus_go_to_the_straggler_only_when_its_gain_beats_k_eps():
+    # One straggler left on 4 GPUs, beta 1.1 (profiled): 10 iterations of 1 s. A gang of two
+    # gains 10 - 5.5 = 4.5 s; it is made only if that beats RESIZE_GAIN x eps.
+    for eps, width in ((0.4 / RESIZE_GAIN * 10, 2.0), (0.5 / RESIZE_GAIN * 10, 1.0)):
+        book, est, planner = _setup(gpus=4.0, beta=1.1, eps=eps)
+        (rec,) = _records(book, 1)
+        _running(planner, [rec], [1.0])
+        planner.replan(0)
+        planner.plan(lambda: [])
+        assert rec.width == width, eps  # 2.0: the probe, a gang of two before beta_i is known
+
+
+def test_resizes_per_trial_per_rung_are_bounded():
+    book, est, planner = _setup(gpus=4.0, beta=1.1, eps=0.01)
+    (rec,) = _records(book, 1)
+    _running(planner, [rec], [1.0])
+    rec.budget_resizes = MAX_RESIZES
+    planner.replan(0)
+    planner.plan(lambda: [])
+    assert rec.width == 1.0  # no resize allowance left in this rung
+    book.add_group(TrialGroup.of([rec.trial], 20, "g"))  # the next rung: a fresh allowance
+    assert rec.budget_resizes == 0
+    planner.replan(rec.group)
+    planner.plan(lambda: [])
+    assert rec.width == 2.0
+
+
+def test_the_guard_refuses_a_plan_that_delays_the_leader(monkeypatch):
+    import fluid.tune._planner as planner_module
+
+    book, est, planner = _setup(gpus=4.0, beta=1.1, eps=0.01)
+    (rec,) = _records(book, 1)
+    _running(planner, [rec], [1.0])
+    calls = []
+
+    def refuse(*args, **kw):
+        calls.append(args)
+        return False
+
+    monkeypatch.setattr(planner_module, "is_safe", refuse)
+    planner.replan(0)
+    planner.plan(lambda: [])
+    assert calls and rec.width == 1.0 and planner.pool.where("t0") == (0,)
