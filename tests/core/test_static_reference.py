@@ -109,6 +109,9 @@ def reference_hand_out(
         spec = started[i][0]
         w = width[spec.id]
         nxt = 1.0 if is_packed(w) else w + 1.0
+        if (is_packed(w) and config.d_of(spec, len(pool.gpus)) >= 2
+                and not spec.runtime_at(1.0) < spec.runtime_at(w) - TOL):
+            nxt = 2.0  # a share as fast as a whole GPU: only a gang of two gains
         if (
             nxt > config.d_of(spec, len(pool.gpus))
             or not spec.runtime_at(nxt) < spec.runtime_at(w) - TOL
