@@ -13,7 +13,7 @@ from ray.tune.experiment import Trial
 from fluid.tune import _ray_compat as compat
 from fluid.tune._options import FluidConfigError
 from fluid.tune._planner import CPU_TOL, Planner
-from fluid.tune._records import Phase, TrialBook, TrialRecord, new_record
+from fluid.tune._records import OUTSTANDING, Phase, TrialBook, TrialRecord, new_record
 from fluid.tune._shapes import describe, width_of
 from fluid.tune._state import apply_saved
 
@@ -91,3 +91,22 @@ def check_request(planner: Planner, trial: Trial) -> None:
         raise FluidConfigError(
             f"trial {trial} asks for {asked:g} GPUs but the cluster has {planner.gpus:g}"
         )
+
+
+def stranded(book: TrialBook, controller: Any) -> list[TrialRecord]:
+    """Trials the base scheduler paused at the end of their budget and will never start again,
+    while nothing else runs, waits to run or can still be added.
+
+    Why: HyperBand stops the trials it paused once a bracket is finished (``cleanup_full``), but
+    only those already PAUSED in Tune; a trial whose pause was still saving its checkpoint at
+    that moment stays paused for good (its budget is spent, so HyperBand never resumes it), and
+    the experiment would wait forever with no trial running. Plain Tune has the same race;
+    Fluid, running more trials at once, meets it more often. Such trials are finished: each
+    reached its budget's last iteration.
+    """
+    if book.in_phase(OUTSTANDING) or not compat.search_finished(controller):
+        return []
+    if any(r.trial.status == Trial.RUNNING for r in book.in_phase(frozenset({Phase.PAUSED}))):
+        return []  # a pause still saving: the base may yet act on it
+    return [r for r in book.in_phase(frozenset({Phase.PAUSED}))
+            if r.trial.status == Trial.PAUSED and r.until is not None and r.iteration >= r.until]

@@ -321,6 +321,11 @@ class FluidExecutor(TrialScheduler):
                 self.planner.dirty = self.planner.dirty or bool(held)  # look again next step
             rec = self.planner.next_ready()
             if rec is None:
+                for done in admission.stranded(self._book, compat.controller_of(tune_controller)):
+                    logger.warning("Fluid: stopping %s: its scheduler paused it at the end of its "
+                                   "budget (iteration %d) and nothing else is left to run",
+                                   done.trial, done.iteration)
+                    tune_controller.stop_trial(done.trial)
                 return None
             assert self.planner.pool is not None
             return actions.release(rec, tune_controller, self.planner.pool, self._clock,

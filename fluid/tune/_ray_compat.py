@@ -59,6 +59,17 @@ def reuses_actors(controller: Any) -> bool:
     return bool(getattr(controller, "_reuse_actors", False))
 
 
+def search_finished(controller: Any) -> bool:
+    """Whether the experiment's search algorithm will add no more trials.
+
+    Why: only ``TuneController._search_alg`` says so (``SearchAlgorithm.is_finished``); Fluid
+    stops a trial stranded at the end of its budget only once no new trial can come (a
+    controller without one counts as not finished: nothing is stopped).
+    """
+    search_alg = getattr(controller, "_search_alg", None)
+    return search_alg is not None and bool(search_alg.is_finished())
+
+
 def set_trial_status(controller: Any, trial: Any, status: str) -> None:
     """Move a trial the controller already filed to another status set.
 

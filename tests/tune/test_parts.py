@@ -133,3 +133,31 @@ def test_planner_keeps_a_request_and_its_placement_group():
     restored = TrialRecord(_trial("two"), 0, 10)
     apply_saved(restored, {"asked": 2.0, "w_min": 2.0, "request": asked.bundles})
     assert restored.w_min == 2.0 and restored.request.bundles == asked.bundles
+
+
+def test_only_a_trial_paused_at_its_budgets_end_with_nothing_left_is_stranded():
+    from fluid.tune._admission import stranded
+
+    def book_of(*recs):
+        book = TrialBook()
+        for rec in recs:
+            book.add(rec)
+        return book
+
+    def paused(tid, iteration, until=8, status=Trial.PAUSED):
+        rec = TrialRecord(_trial(tid, status), 0, until, phase=Phase.PAUSED, base_status="PAUSED")
+        rec.iteration = iteration
+        return rec
+
+    done = SimpleNamespace(_search_alg=SimpleNamespace(is_finished=lambda: True))
+    more = SimpleNamespace(_search_alg=SimpleNamespace(is_finished=lambda: False))
+    end, rung = paused("end", 8), paused("rung", 4)
+    assert stranded(book_of(end, rung), done) == [end]  # mid-budget pauses are the base's
+    assert stranded(book_of(paused("end", 8)), more) == []  # new trials may still come
+    assert stranded(book_of(paused("end", 8)), SimpleNamespace()) == []  # no search algorithm
+    running = TrialRecord(_trial("r", Trial.RUNNING), 0, 8, phase=Phase.RUNNING)
+    assert stranded(book_of(paused("end", 8), running), done) == []  # something still runs
+    held = TrialRecord(_trial("h"), 0, 8)  # held: may still start
+    assert stranded(book_of(paused("end", 8), held), done) == []
+    saving = paused("s", 8, status=Trial.RUNNING)  # the base's pause is still saving
+    assert stranded(book_of(paused("end", 8), saving), done) == []

@@ -185,3 +185,14 @@ def test_training_result_types_for_the_simulator():
 
 def test_trainable_registry_lookup_for_the_simulator():
     assert compat._global_registry.contains(TRAINABLE_CLASS, "fluid-no-such-trainable") is False
+
+
+def test_search_finished_reads_the_controllers_search_algorithm():
+    # Where Tune keeps the search algorithm, and what a real one answers.
+    from ray.tune.execution.tune_controller import TuneController
+    from ray.tune.search import BasicVariantGenerator
+
+    assert "_search_alg" in TuneController.__init__.__code__.co_names
+    gen = BasicVariantGenerator()
+    assert compat.search_finished(SimpleNamespace(_search_alg=gen)) is gen.is_finished()
+    assert not compat.search_finished(SimpleNamespace())
