@@ -60,6 +60,17 @@ SMOKE = Budget(samples=4, max_t=4, reduction_factor=2, grace_period=1, perturbat
                grid_values=2, max_batches=4)  # fmt: skip
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """``--fluid-options``: a JSON object (argparse turns the ValueError into a usage error)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m experiments.run``."""
     p = argparse.ArgumentParser(
@@ -96,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mps", action="store_true",
                    help="run an NVIDIA MPS daemon per GPU node for packed trials (no-op without GPUs)")
     p.add_argument("--nvml-interval", type=float, default=1.0, help="seconds between NVML samples")
+    p.add_argument("--fluid-options", type=_json_object, default={},
+                   help="FluidExecutor keyword options as a JSON object, e.g. a measured "
+                        "profile: '{\"alpha\": 1.1, \"beta\": 1.0, \"d\": 2}'")
     return p
 
 
@@ -235,7 +249,8 @@ def run_experiment(args: argparse.Namespace) -> dict[str, Any]:
         executor: FluidExecutor | None = None
         if args.executor == "fluid":
             executor = FluidExecutor(
-                scheduler, cpus_per_trial=cpus_trial, cpus_per_worker=cpus_worker
+                scheduler, cpus_per_trial=cpus_trial, cpus_per_worker=cpus_worker,
+                **args.fluid_options,
             )
             scheduler = executor
         else:

@@ -197,16 +197,19 @@ def test_smoke_three_tasks_then_report(tmp_path):
     """Each task, a couple of iterations under FluidExecutor with logical GPUs, then plots.
 
     cifar10 and wlm: 2 trials on 2 GPUs (one GPU each, the loop in the trial process);
-    dcgan: 2 trials on 4 GPUs, so Fluid gives each a gang of 2 (DDP over gloo).
+    dcgan: 2 trials on 4 GPUs with a profile that says scaling pays (``beta`` 1, ``d`` 2), so
+    Fluid gives each a gang of 2 (DDP over gloo); without one an unmeasured trial starts on one
+    GPU (the conservative prior).
     """
     from fluid.report import png_text
 
     dirs, gpus = [], {"cifar10": 2, "wlm": 2, "dcgan": 4}
     for name in ("cifar10", "wlm", "dcgan"):
         out = tmp_path / name
+        profile = ["--fluid-options", '{"beta": 1.0, "d": 2}'] if name == "dcgan" else []
         proc = _run(["-m", "experiments.run", "--task", name, "--smoke", "--json",
                      "--gpus", str(gpus[name]), "--samples", "2", "--max-t", "2",
-                     "--results-dir", str(out)], timeout=200)
+                     "--results-dir", str(out), *profile], timeout=200)
         assert proc.returncode == 0, proc.stderr[-4000:]
         head = json.loads(proc.stdout)  # stdout is exactly one JSON object
         for key in ("task", "algorithm", "executor", "best_metric", "time_to_target",
