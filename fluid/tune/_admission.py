@@ -106,7 +106,8 @@ def stranded(book: TrialBook, controller: Any) -> list[TrialRecord]:
     """
     if book.in_phase(OUTSTANDING) or not compat.search_finished(controller):
         return []
-    if any(r.trial.status == Trial.RUNNING for r in book.in_phase(frozenset({Phase.PAUSED}))):
+    paused = book.in_phase(frozenset({Phase.PAUSED}))
+    if any(r.trial.status == Trial.RUNNING for r in paused):
         return []  # a pause still saving: the base may yet act on it
-    return [r for r in book.in_phase(frozenset({Phase.PAUSED}))
+    return [r for r in paused
             if r.trial.status == Trial.PAUSED and r.until is not None and r.iteration >= r.until]

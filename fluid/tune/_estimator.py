@@ -161,11 +161,13 @@ class OverheadEstimator:
         if solo:
             return statistics.median(solo)
         if rec.samples:
-            inputs = (self.alpha_of(rec), self.beta_of(rec), tuple(rec.samples))
+            alpha, beta = self.alpha_of(rec), self.beta_of(rec)
+            inputs = (alpha, beta, tuple(rec.samples))
             cached = self._medians.get(rec.trial_id)
             if cached is not None and cached[0] == inputs:
                 return cached[1]
-            median = statistics.median(t / self.slowdown(w, rec) for t, w in rec.samples)
+            # alpha_i, beta_i once, not per sample (each is a shrinkage in log space)
+            median = statistics.median(t / slowdown(w, alpha, beta) for t, w in rec.samples)
             self._medians[rec.trial_id] = (inputs, median)
             return median
         if self._mean_time is None:
