@@ -24,8 +24,8 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
 
     Under ``FluidExecutor`` the population perturbs synchronously (Ray's ``synch=True``): a
     member that reached its perturbation pauses until every live member has, then all are
-    perturbed at once, the upper quantile saved before the lower one clones it. Fluid runs
-    the whole population at once (packed), so without this a member that got ahead would
+    perturbed at once, the upper quantile saved before the lower one clones it. Fluid's plan
+    decides which members run and how fast, so without this a member that got ahead could
     clone a donor whose last checkpoint is a perturbation behind and run those iterations
     again; plain Tune's asynchronous PBT has the same race, made rarer or more frequent by
     which members happen to run. Synchronously, every exploit clones a donor at the very
