@@ -15,10 +15,11 @@ class PolicyConfig:
     """Group-level knobs of the policy.
 
     Attributes:
-        c: most trials on one GPU for every trial of the group; ``None``: per trial, from
-            ``alpha_i`` (``c_from_alpha``). A trial's own ``c`` wins over this.
-        d: most GPUs for one trial; ``None``: per trial, from ``beta_i``. A trial's own ``d``
-            wins over this. ``d`` is inclusive: ``w <= d`` (the paper's Algorithm 1 uses
+        c: most trials on one GPU for every trial of the group, a cap on what each trial's
+            ``alpha_i`` allows (``c_from_alpha``; ``None``: that alone). A trial's own ``c``
+            wins over both.
+        d: most GPUs for one trial, a cap on what each trial's ``beta_i`` allows
+            (``d_from_beta``; ``None``: that alone). A trial's own ``d`` wins over both. ``d`` is inclusive: ``w <= d`` (the paper's Algorithm 1 uses
             ``min(., d)``; its prose says "less than d"; we follow the formula).
         eps: ``eps``, the cost in seconds of one resize (checkpoint, stop, restart).
         o_th: ``O_th``, least marginal packing benefit (see ``fluid.core.overheads``).
@@ -45,18 +46,18 @@ class PolicyConfig:
         check_number("gpu_memory", self.gpu_memory, 0, low_open=True, optional=True, unit="GB")
 
     def c_of(self, spec: TrialSpec) -> int:
-        """``c_i``: the trial's own, else the group's, else derived from ``alpha_i``."""
+        """``c_i``: the trial's own, else what ``alpha_i`` allows, at most the group's ``c``
+        (packing a trial whose ``alpha_i`` makes it slower than running alone gains nothing)."""
         if spec.c is not None:
             return spec.c
-        if self.c is not None:
-            return self.c
-        return c_from_alpha(spec.alpha, self.o_th, self.c_max)
+        derived = c_from_alpha(spec.alpha, self.o_th, self.c_max)
+        return derived if self.c is None else min(self.c, derived)
 
     def c_of_all(self, specs: Sequence[TrialSpec]) -> list[int]:
         """``c_of`` of each trial, in one pass (water-filling 10,000 trials asks for all)."""
-        if self.c is not None:
-            return [self.c if s.c is None else s.c for s in specs]
         derived = c_from_alphas([s.alpha for s in specs if s.c is None], self.o_th, self.c_max)
+        if self.c is not None:
+            derived = [min(self.c, c) for c in derived]
         if len(derived) == len(specs):
             return derived  # no trial has its own c
         left = iter(derived)
@@ -66,8 +67,7 @@ class PolicyConfig:
         """``d_i``, never more than the ``n`` GPUs there are (at least 1)."""
         if spec.d is not None:
             d = spec.d
-        elif self.d is not None:
-            d = self.d
-        else:
+        else:  # what beta_i allows, at most the group's d (a wider gang that is slower: no)
             d = d_from_beta(spec.beta, self.s_th, max(n, 1))
+            d = d if self.d is None else min(self.d, d)
         return max(1, min(d, n))

@@ -4,6 +4,8 @@ Widths follow water-filling: GPUs in proportion to each trial's one-GPU runtime 
 
     w_i = min(max(floor(h_i1 / sum_j h_j1 * n), 1/c_i), d_i)
 
+A packed trial's ``1/c_i`` is the narrowest share: when the GPUs the others leave hold the
+``k`` packed trials fewer to a GPU, each gets ``1/min(c_i, ceil(k / free GPUs))``.
 Trials are placed in non-increasing order of ``h_i1``; a trial that does not fit waits, and later
 trials that fit still start (list scheduling). Two deliberate departures from the paper's text
 (DESIGN.md "Known slips" 2 and 3):
@@ -79,11 +81,21 @@ def _water_fill(
     # and d only above (asking for them is the costly part with 10,000 trials).
     fill = np.minimum(floors, 1.0)  # 1 for f >= 1; packed and gangs below
     packed = np.flatnonzero(floors < 1)
-    cs = config.c_of_all([order[i] for i in packed.tolist()])
-    fill[packed] = 1.0 / np.array(cs, dtype=float)  # the same IEEE quotient as 1.0 / c
     widths = fill.tolist()
     for i in np.flatnonzero(floors >= 2).tolist():
         widths[i] = float(min(int(floors[i]), config.d_of(order[i], whole)))
+    if packed.size:
+        # 1/c_i is the narrowest share; k trials sharing a GPU each get 1/k of it, so when the
+        # GPUs left over by the others hold the packed trials fewer than c_i to a GPU, the
+        # share widens to 1/k (the paper's 1/c alone leaves part of every shared GPU unused).
+        cs = np.array(config.c_of_all([order[i] for i in packed.tolist()]), dtype=float)
+        left = int(math.floor(n - sum(widths) + WIDTH_TOL))  # packed: 0 so far
+        if left >= 1:  # (alpha_i = 1: a narrow share is as fast and leaves room for others)
+            costly = np.array([order[i].alpha > 1.0 for i in packed.tolist()])
+            cs = np.where(costly, np.minimum(cs, max(1, math.ceil(packed.size / left))), cs)
+        shares = (1.0 / cs).tolist()  # the same IEEE quotient as 1.0 / c
+        for i, share in zip(packed.tolist(), shares, strict=True):
+            widths[i] = share
     for i, t in enumerate(order):
         if t.w_min is not None and widths[i] < t.w_min - WIDTH_TOL:
             widths[i] = t.w_min  # what the user asked for, even beyond the free capacity

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fluid.core import PolicyConfig, TrialSpec, best_found, lower_bound
 from fluid.core.bounds import BEST_MAX_GPUS, BEST_MAX_TRIALS
+from fluid.core.groupsim import simulate_group
 from fluid.core.instance import figure5
 
 from .strategies import configs, trial_lists
@@ -56,3 +59,39 @@ def test_best_found_is_never_below_the_lower_bound(
     assert best is not None and best >= lb * (1 - 1e-9)
     # More search never finds worse.
     assert best_found(trials, n, config, max_schedules=50) >= best * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("alpha", [1.1, 1.2])
+@pytest.mark.parametrize("c", [None, 2, 4])
+def test_equal_packed_trials_fill_their_gpus(alpha: float, c: int | None) -> None:
+    # 4 trials of 10 s on 2 GPUs: two to a GPU at share 1/2, not 1/c_i each with part of
+    # every GPU unused (what the paper's 1/c gave: 28.35 s and 31.98 s against 22 and 24).
+    trials = [TrialSpec(f"t{i}", 10.0, alpha=alpha) for i in range(4)]
+    config = PolicyConfig(c=c)
+    best = best_found(trials, 2, config)
+    assert best == pytest.approx(10.0 * alpha)
+    for policy in ("static", "dynamic"):
+        assert simulate_group(trials, 2, config, policy).makespan == pytest.approx(best)
+
+
+def test_the_plan_is_near_its_best_found_schedule_on_random_groups() -> None:
+    # Seeded random groups like the strategies': up to 4 trials, 1-5 GPUs, alpha in [1, 2],
+    # beta in [1, 1.5], c and d given or derived. Measured with this seed: 5 of 300 plans
+    # more than 5% behind the best schedule found, the worst 1.18x (list-scheduling order and
+    # gangs for short trials, which water-filling does not search).
+    rng = random.Random(0)
+    ratios = []
+    for _ in range(300):
+        n, m = rng.randint(1, 5), rng.randint(1, 4)
+        trials = [
+            TrialSpec(f"t{i}", float(rng.choice([rng.randint(1, 40), rng.uniform(0.5, 1000)])),
+                      alpha=rng.choice([1.0, rng.uniform(1, 2)]),
+                      beta=rng.choice([1.0, rng.uniform(1, 1.5)]))
+            for i in range(m)
+        ]
+        config = PolicyConfig(c=rng.choice([None, *range(1, 7)]),
+                              d=rng.choice([None, *range(1, 9)]))
+        best = best_found(trials, n, config, max_schedules=2_000)
+        ratios.append(simulate_group(trials, n, config, "dynamic").makespan / best)
+    assert max(ratios) <= 1.2
+    assert sum(r > 1.05 for r in ratios) <= 0.02 * len(ratios)

@@ -144,14 +144,18 @@ def test_fit_recovers_overheads_from_model_times(alpha: float, beta: float, t1: 
     assert fit_alpha({1: 1.0, 2: 0.8}) == 1.0  # faster when packed: clamped to 1
 
 
-def test_policy_config_derives_c_and_d_per_trial_unless_given() -> None:
+def test_policy_config_derives_c_and_d_per_trial_capped_by_the_groups() -> None:
     cheap, costly = TrialSpec("a", 1.0, alpha=1.0, beta=1.0), TrialSpec("b", 1.0, 1.5, 1.1)
     derived = PolicyConfig()
     assert derived.c_of(cheap) == C_MAX and derived.c_of(costly) == 2
     assert derived.d_of(cheap, 4) == 4  # never more than the GPUs there are
     assert derived.d_of(costly, 64) == 7
     group = PolicyConfig(c=3, d=2)
-    assert group.c_of(costly) == 3 and group.d_of(costly, 64) == 2
+    # The group's c and d cap what alpha_i, beta_i allow: never more packed or wider than that.
+    assert group.c_of(costly) == 2 and group.d_of(costly, 64) == 2
+    assert group.c_of(cheap) == 3 and group.d_of(cheap, 64) == 2
+    assert PolicyConfig(c=8, d=64).c_of(costly) == 2 and PolicyConfig(d=64).d_of(costly, 64) == 7
+    assert group.c_of_all([costly, cheap]) == [group.c_of(costly), group.c_of(cheap)]
     own = TrialSpec("c", 1.0, alpha=1.5, c=5, d=6)
     assert group.c_of(own) == 5 and group.d_of(own, 64) == 6 and group.d_of(own, 4) == 4
     assert PolicyConfig(o_th=0.4).c_of(TrialSpec("d", 1.0, alpha=1.3)) == 1  # O_2 = 0.35

@@ -76,19 +76,26 @@ class NaivePool:
 
 
 def reference_widths(trials: list[TrialSpec], n: float, config: PolicyConfig) -> dict[str, float]:
-    """Algorithm 1's formula, in non-increasing order of ``h_i1`` (ties in input order)."""
+    """Algorithm 1's formula, in non-increasing order of ``h_i1`` (ties in input order), then
+    packed shares widened to ``1/min(c_i, ceil(k / GPUs left))`` for trials with
+    ``alpha_i > 1`` (``k`` packed trials; GPUs left: ``floor(n - sum of the others' w_i)``),
+    then ``w_min``."""
     order = sorted(trials, key=lambda t: -t.runtime)
     total = sum(t.runtime for t in order)
     whole = math.floor(n + TOL)
-    widths = {}
+    widths = {
+        t.id: float(min(max(math.floor(t.runtime / total * n + TOL), 1 / config.c_of(t)),
+                        config.d_of(t, whole)))
+        for t in order
+    }
+    packed = [t for t in order if math.floor(t.runtime / total * n + TOL) < 1]
+    left = math.floor(n - sum(widths[t.id] for t in order if t not in packed) + TOL)
+    for t in packed:
+        if left >= 1 and t.alpha > 1.0:
+            widths[t.id] = 1 / min(config.c_of(t), max(1, math.ceil(len(packed) / left)))
     for t in order:
-        w = float(
-            min(
-                max(math.floor(t.runtime / total * n + TOL), 1 / config.c_of(t)),
-                config.d_of(t, whole),
-            )
-        )
-        widths[t.id] = max(w, t.w_min) if t.w_min is not None and w < t.w_min - TOL else w
+        if t.w_min is not None and widths[t.id] < t.w_min - TOL:
+            widths[t.id] = t.w_min
     return widths
 
 
