@@ -437,7 +437,8 @@ class FluidExecutor(TrialScheduler):
 
     @property
     def plan_log(self) -> list[dict[str, Any]]:
-        """Every plan and cluster change: ``{"time", "kind", "group", "widths"[, "gpus"]}``."""
+        """Every plan and cluster change: ``{"time", "kind", "group", "widths"[, "gpus"]}``; kinds
+        ``static``, ``dynamic``, ``probe`` (a gang probe on idle GPUs) and ``cluster``."""
         return self.planner.plan_log
 
     def shape_timeline(self, trial_id: str) -> list[tuple[float, float | None, tuple[int, ...]]]:

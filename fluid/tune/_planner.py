@@ -5,12 +5,17 @@
 * the queue, oldest first: ``start_in_order`` as GPUs free up;
 * with nothing waiting, the groups whose trials changed: ``dynamic_fluid`` re-sizes their
   running trials (the new width is the record's ``width``; the trial restarts at it), only
-  where the gain beats ``RESIZE_GAIN`` x ``eps``, at most ``MAX_RESIZES`` times per trial per
+  where the gain beats ``RESIZE_GAIN`` x ``eps`` (``IDLE_GAIN`` x ``eps`` for a plan that only
+  grows trials into idle GPUs), at most ``MAX_RESIZES`` times per trial per
   rung, and only if the guard (``fluid.core.is_safe``) finds the leading trials no later;
 * each trial is sized with its own ``alpha_i``, ``beta_i`` (the estimator's prior sharpened by
   its own iteration times); a trial of priority > 0 (promoted, one a rung waits on) is never
   packed unless its own measured ``alpha_i`` is below ``PRIORITY_ALPHA``; the queue starts
   higher priorities first;
+* GPUs idle with nothing waiting (a rung's tail, the end of a grid): the longest running
+  elastic trial whose ``beta_i`` is not measured is probed as a gang of ``PROBE_D`` (the
+  prior says a gang gains nothing, so without a probe ``beta_i`` would never be measured);
+  a failed probe goes back to one GPU once its first gang iteration is measured;
 * a cluster that grew or shrank: the plan's GPUs follow it;
 * CPUs: a trial starts only if the CPUs of its shape fit beside those of the trials placed,
   so Fluid never plans more trials than Ray can run (the rest wait, unsized, until CPUs free).
@@ -47,12 +52,18 @@ from fluid.tune._shapes import cpus_in, describe, shape_of
 CPU_TOL = 1e-6
 #: A resize is made only if its predicted gain exceeds this many times the measured ``eps``.
 RESIZE_GAIN = 10.0
+#: A trial grows into idle GPUs (no other trial moves) if that gains this many times ``eps``.
+IDLE_GAIN = 2.0
 #: Most resizes Fluid makes of one trial while its budget (its rung) stays the same.
 MAX_RESIZES = 2
 #: Widest gang of a trial whose own ``beta_i`` is not measured yet (the probe).
 PROBE_D = 2
 #: A trial of priority > 0 may be packed only if its own measured ``alpha_i`` is below this.
 PRIORITY_ALPHA = 1.05
+#: A gang probe on idle GPUs is made only for a trial with at least this many ``eps`` of
+#: one-GPU work left: if gangs gain nothing (``beta_i >= 2``), the probe costs one restart and
+#: the undo another, at most ``2 / PROBE_MIN_EPS`` of the trial's remaining time.
+PROBE_MIN_EPS = 20.0
 
 logger = logging.getLogger("fluid")
 
@@ -243,6 +254,39 @@ class Planner:
         for gid in sorted(self.replan_groups):
             self._resize_group(gid, cfg)
         self.replan_groups.clear()
+        self._probe_gangs(cfg)
+
+    def _probe_gangs(self, cfg: PolicyConfig) -> None:
+        """Idle GPUs that nobody waits for go to running trials as gang probes of ``PROBE_D``.
+
+        A candidate is elastic, resizable, on one GPU, its one-GPU time measured but not its
+        ``beta_i``, and has ``h_i1 >= PROBE_MIN_EPS x eps`` left; the algorithm's priority
+        first (what a rung waits on), then the longest ``h_i1`` (the straggler). The guard is
+        not asked: under the prior a gang gains nothing, which is what the probe tests; its
+        cost is bounded by ``PROBE_MIN_EPS``. A user's ``d = 1`` means no gang, no probe.
+        """
+        assert self.pool is not None
+        if self.pool.idle_count() < PROBE_D - 1 or (cfg.d is not None and cfg.d < PROBE_D):
+            return
+        floor = PROBE_MIN_EPS * self._estimator.eps
+        candidates = [
+            (r, self.spec(r)) for r in self._book.in_phase(frozenset({Phase.RUNNING}))
+            if r.elastic and r.width == 1.0 and r.own_beta is None and r.samples
+            and r.checkpoints and r.budget_resizes < MAX_RESIZES
+        ]
+        candidates.sort(key=lambda rs: (-rs[0].priority, -rs[1].runtime))
+        for rec, spec in candidates:
+            if self.pool.idle_count() < PROBE_D - 1:
+                return
+            if spec.runtime < floor:
+                continue
+            free = self._free_cpus()
+            extra = self.cpus_needed(rec, PROBE_D) - self.cpus_needed(rec)
+            if free is not None and extra > free + CPU_TOL:
+                continue
+            self.pool.grow_gang(rec.trial_id, PROBE_D - 1)
+            rec.width = float(PROBE_D)
+            self._log_plan("probe", rec.group, {rec.trial_id: rec.width})
 
     def _resize_group(self, gid: int, cfg: PolicyConfig) -> None:
         assert self.pool is not None
@@ -253,9 +297,16 @@ class Planner:
         running = [self._running(r) for r in live]
         # Plan on a copy: the plan is dropped if the guard rejects it or if its gangs need
         # more CPUs than there are. A resize must gain RESIZE_GAIN x eps (anti-oscillation).
-        pool = self.pool.copy()
         eps = self._estimator.eps
+        pool = self.pool.copy()
         plan = dynamic_fluid(running, [], pool, replace(cfg, eps=RESIZE_GAIN * eps))
+        if not plan.resized and self.pool.idle_count():
+            # Idle GPUs nobody waits for: growing into them moves no other trial, so the
+            # anti-oscillation margin is not needed, only a gain of IDLE_GAIN x eps.
+            pool = self.pool.copy()
+            plan = dynamic_fluid(running, [], pool, replace(cfg, eps=IDLE_GAIN * eps))
+            if any(z.new_width <= z.old_width for z in plan.resized):
+                return
         if not plan.resized:
             return
         specs = {r.spec.id: r.spec for r in running}

@@ -13,7 +13,14 @@ from ray.tune.experiment import Trial
 from fluid.tune._estimator import PRIOR_ALPHA, PRIOR_BETA, OverheadEstimator
 from fluid.tune._group import TrialGroup
 from fluid.tune._options import FluidOptions
-from fluid.tune._planner import MAX_RESIZES, RESIZE_GAIN, Planner
+from fluid.tune._planner import (
+    IDLE_GAIN,
+    MAX_RESIZES,
+    PROBE_D,
+    PROBE_MIN_EPS,
+    RESIZE_GAIN,
+    Planner,
+)
 from fluid.tune._records import Phase, TrialBook, TrialRecord
 
 
@@ -115,16 +122,79 @@ def _running(planner, recs, widths):
         r.samples = deque([(1.0, 1.0), (1.0, 1.0)])
 
 
-def test_idle_gpus_go_to_the_straggler_only_when_its_gain_beats_k_eps():
+def test_idle_gpus_go_to_the_straggler_only_when_its_gain_beats_idle_gain_eps():
     # One straggler left on 4 GPUs, beta 1.1 (profiled): 10 iterations of 1 s. A gang of two
-    # gains 10 - 5.5 = 4.5 s; it is made only if that beats RESIZE_GAIN x eps.
-    for eps, width in ((0.4 / RESIZE_GAIN * 10, 2.0), (0.5 / RESIZE_GAIN * 10, 1.0)):
+    # gains 10 - 5.5 = 4.5 s; growing into idle GPUs moves nobody else, so it is made if that
+    # beats IDLE_GAIN x eps (not RESIZE_GAIN x eps). h_i1 = 10 s is below PROBE_MIN_EPS x eps
+    # in both cases: no probe either.
+    for eps, width in ((4.4 / IDLE_GAIN, 2.0), (4.6 / IDLE_GAIN, 1.0)):
+        assert 4.5 < RESIZE_GAIN * eps and 10.0 < PROBE_MIN_EPS * eps
         book, est, planner = _setup(gpus=4.0, beta=1.1, eps=eps)
         (rec,) = _records(book, 1)
         _running(planner, [rec], [1.0])
         planner.replan(0)
         planner.plan(lambda: [])
-        assert rec.width == width, eps  # 2.0: the probe, a gang of two before beta_i is known
+        assert rec.width == width, eps  # 2.0: PROBE_D, a gang of two before beta_i is known
+
+
+def _unmeasured_gang(planner, rec):
+    """``rec`` running on one GPU, its one-GPU time measured (1 s), its beta_i not."""
+    _running(planner, [rec], [1.0])
+
+
+def test_an_unmeasured_straggler_is_probed_as_a_gang_on_idle_gpus():
+    # FluidExecutor() defaults (prior beta 2: a gang gains nothing) and idle GPUs: the long
+    # trial is probed at PROBE_D once it has PROBE_MIN_EPS x eps of work left; not before.
+    for until, probed in ((30, True), (15, False)):
+        book, est, planner = _setup(gpus=4.0, eps=1.0)
+        (rec,) = _records(book, 1, until=until)
+        _unmeasured_gang(planner, rec)
+        assert (planner.spec(rec).runtime >= PROBE_MIN_EPS * est.eps) is probed
+        planner.plan(lambda: [])
+        assert rec.width == (float(PROBE_D) if probed else 1.0)
+        assert [e["kind"] for e in planner.plan_log] == (["probe"] if probed else [])
+
+
+def test_no_probe_for_a_rigid_trial_a_users_d_of_one_or_a_trial_with_its_beta_measured():
+    cases = [({}, {"elastic": False}), ({"d": 1}, {}), ({}, {"own_beta": (2.5, 3)})]
+    for options, fields in cases:
+        book, est, planner = _setup(gpus=4.0, eps=1.0, **options)
+        (rec,) = _records(book, 1, until=100)
+        _unmeasured_gang(planner, rec)
+        for k, v in fields.items():
+            setattr(rec, k, v)
+        planner.plan(lambda: [])
+        assert rec.width == 1.0, (options, fields)
+
+
+def test_the_probe_goes_to_what_the_algorithm_waits_on_then_the_longest():
+    book, est, planner = _setup(gpus=3.0, eps=1.0)
+    recs = _records(book, 2, until=100)
+    _running(planner, recs, [1.0, 1.0])
+    recs[0].until = 200  # longer, but t1 is what a rung waits on
+    recs[1].priority = 1
+    planner.plan(lambda: [])
+    assert [r.width for r in recs] == [1.0, float(PROBE_D)]
+
+
+def test_a_failed_probe_goes_back_to_one_gpu_and_is_not_probed_again():
+    book, est, planner = _setup(gpus=4.0, eps=1.0)
+    (rec,) = _records(book, 1, until=100)
+    _unmeasured_gang(planner, rec)
+    planner.plan(lambda: [])
+    assert rec.width == 2.0
+    rec.actual = 2.0  # restarted as a gang; its first gang iteration is slower than one GPU
+    rec.budget_resizes = 1
+    rec.raw[2.0] = deque([1.5])
+    est.refine_overheads(rec)
+    assert rec.own_beta is not None and est.beta_of(rec) > 2.0
+    planner.replan(0)
+    planner.plan(lambda: [])
+    assert rec.width == 1.0 and len(planner.pool.where("t0")) == 1
+    assert [e["kind"] for e in planner.plan_log] == ["probe", "dynamic"]
+    planner.replan(0)
+    planner.plan(lambda: [])
+    assert rec.width == 1.0 and len(planner.plan_log) == 2
 
 
 def test_resizes_per_trial_per_rung_are_bounded():
@@ -148,6 +218,7 @@ def test_the_guard_refuses_a_plan_that_delays_the_leader(monkeypatch):
     book, est, planner = _setup(gpus=4.0, beta=1.1, eps=0.01)
     (rec,) = _records(book, 1)
     _running(planner, [rec], [1.0])
+    rec.own_beta = (1.1, 3)  # measured: not a probe (a probe is outside the model, unguarded)
     calls = []
 
     def refuse(*args, **kw):
