@@ -20,8 +20,9 @@ from typing import Any
 
 GPUS = 4
 T1 = [0.4, 0.4, 0.4, 0.4, 0.4, 1.6, 4.0]  # seconds per iteration on one GPU
-ITERS = 6
+ITERS = 8
 ALPHA = 1.25  # packing overhead of the modeled trials (Fluid is told it, as if measured)
+EPS = 1.0  # seconds a resize costs (Fluid is told it; on this machine Ray's is 2-3 s)
 
 
 def demo_trainable(config: dict) -> None:
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     ray.init(address="local", num_cpus=2, num_gpus=args.gpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING)
     # verbose=True: the plan lines are printed although Tune itself is quiet (verbose=0).
-    executor = FluidExecutor(alpha=ALPHA, cpus_per_trial=0.1, cpus_per_worker=0.05, eps=1.0,
+    executor = FluidExecutor(alpha=ALPHA, cpus_per_trial=0.1, cpus_per_worker=0.05, eps=EPS,
                              verbose=True)
     t0 = time.monotonic()
     handler = _PlanPrinter(t0, executor)
@@ -123,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
 
     from fluid.cli.bench_e2e import predict_modeled
 
-    sim = predict_modeled("grid", T1, ITERS, args.gpus, start_s=1.0, alpha=ALPHA, beta=1.0)
+    sim = predict_modeled("grid", T1, ITERS, args.gpus, start_s=1.0, alpha=ALPHA, beta=1.0,
+                          fluid_options={"alpha": ALPHA, "eps": EPS})
     fifo, dyn = sim["tune"], sim["fluid"]
     print()
     print("Wall clock of the same job     measured   simulator (fluid.sim, 1 s per trial start)")
@@ -155,7 +157,10 @@ def _fit(tune: Any, trainable: Any, scheduler: Any) -> tuple[Any, float]:
         trainable,
         param_space={"t1": tune.grid_search(T1), "iters": ITERS},
         tune_config=tune.TuneConfig(scheduler=scheduler, metric="score", mode="max"),
-        run_config=tune.RunConfig(verbose=0, storage_path=_results_dir()),
+        # The stop criterion tells Fluid each trial's budget (without one it sees only the
+        # next iteration, and no trial looks long enough to be worth a gang).
+        run_config=tune.RunConfig(verbose=0, storage_path=_results_dir(),
+                                  stop={"training_iteration": ITERS}),
     )
     results = tuner.fit()
     return results, time.monotonic() - t0

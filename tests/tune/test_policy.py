@@ -128,7 +128,7 @@ def test_idle_gpus_go_to_the_straggler_only_when_its_gain_beats_idle_gain_eps():
     # beats IDLE_GAIN x eps (not RESIZE_GAIN x eps). h_i1 = 10 s is below PROBE_MIN_EPS x eps
     # in both cases: no probe either.
     for eps, width in ((4.4 / IDLE_GAIN, 2.0), (4.6 / IDLE_GAIN, 1.0)):
-        assert 4.5 < RESIZE_GAIN * eps and 10.0 < PROBE_MIN_EPS * eps
+        assert RESIZE_GAIN * eps > 4.5 and PROBE_MIN_EPS * eps > 10.0
         book, est, planner = _setup(gpus=4.0, beta=1.1, eps=eps)
         (rec,) = _records(book, 1)
         _running(planner, [rec], [1.0])
