@@ -41,7 +41,7 @@ from fluid.core import (
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import LIVE, PLACED, Phase, TrialBook, TrialRecord, by_group
 from fluid.tune._resources import ResourceView, cpus_of_view
-from fluid.tune._shapes import cpus_in, describe, shape_of
+from fluid.tune._shapes import cpus_in, describe, request_width, shape_of
 
 #: CPUs closer than this are the same (sums of fractional CPUs).
 CPU_TOL = 1e-6
@@ -189,8 +189,15 @@ class Planner:
             c = 1  # what the algorithm waits on runs alone unless its packing is measured free
         if rec.min_share is not None:
             c = min(c, int(math.floor(1 / rec.min_share + 1e-9)))
+        w_min = rec.w_min
+        group = self._book.groups.get(rec.group)
+        if group is not None and group.keep_shape:
+            # Plain Tune's shape (a PBT member): what it asked for, at least one GPU; the only
+            # width allowed, so Fluid never packs, gangs or resizes it.
+            w_min = max(1.0, request_width(rec.asked))
+            c, d = 1, int(w_min)
         inputs = (left * est.iteration_time(rec), alpha, beta, max(1, c), d, est.memory(rec),
-                  rec.w_min)
+                  w_min)
         cached = self._specs.get(rec.trial_id)
         if cached is not None and cached[0] == inputs:
             return cached[1]
