@@ -311,14 +311,17 @@ class FluidExecutor(TrialScheduler):
             caught_up = barrier.released(self._book)
             if self.planner.dirty or caught_up:
                 held: list[TrialRecord] = []
+                again = False
 
                 def startable() -> list[TrialRecord]:
-                    found = eligible(self.base, self._book, tune_controller)
+                    nonlocal again
+                    found, again = eligible(self.base, self._book, tune_controller)
                     held.extend(r for r in found if barrier.held(self._book, r))
                     return caught_up + [r for r in found if r not in held]
 
                 self.planner.plan(startable)
-                self.planner.dirty = self.planner.dirty or bool(held)  # look again next step
+                # look again next step
+                self.planner.dirty = self.planner.dirty or bool(held) or again
             rec = self.planner.next_ready()
             if rec is None:
                 for done in admission.stranded(self._book, compat.controller_of(tune_controller)):
