@@ -48,7 +48,7 @@ class TrialGroup:
         time_attr: the unit of ``budget`` (the algorithm's ``time_attr``).
         budget: ``{trial_id: value of time_attr}`` at which each trial's budget ends, as the
             algorithm gave it (may be fractional).
-        sync: the members must stay in step (a PBT population): a member that reached its
+        sync: the members must stay in step: a member that reached its
             budget waits, paused, until every unfinished member has reached its iteration.
         priority: ``{trial_id: int}``, what the algorithm waits on: its rung (0: the first
             rung, a fresh trial; > 0: promoted, a survivor a synchronous rung waits on). A

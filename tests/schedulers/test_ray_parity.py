@@ -187,6 +187,8 @@ def test_groups_budget_in_the_algorithms_unit():
     pbt._fluid_executor = rec
     pbt.on_trial_add(tc, t)
     assert rec.groups[-1].budget == {t.trial_id: 0.5}
+    # The population keeps plain Tune's shapes and timing; no barrier (docs/design.md, rule 8).
+    assert rec.groups[-1].keep_shape and not rec.groups[-1].sync
 
 
 @pytest.mark.parametrize(("budget", "attr", "result", "expected"), [

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler
 
 from fluid.tune._base import base_view
 from fluid.tune._estimator import OverheadEstimator
@@ -161,3 +162,63 @@ def test_only_a_trial_paused_at_its_budgets_end_with_nothing_left_is_stranded():
     assert stranded(book_of(paused("end", 8), held), done) == []
     saving = paused("s", 8, status=Trial.RUNNING)  # the base's pause is still saving
     assert stranded(book_of(paused("end", 8), saving), done) == []
+
+
+def test_planner_keeps_plain_tunes_shape_for_a_keep_shape_group():
+    # Packing and gangs look free (alpha = beta = 1) and GPUs are idle: any other group's
+    # trials would be ganged; a keep_shape group's (PBT's population) stay as Tune runs them.
+    from fluid.tune._group import TrialGroup
+
+    book = TrialBook()
+    book.add_group(TrialGroup([], {}, "population", keep_shape=True))
+    planner = _planner(book, FluidOptions(c=8).policy, gpus=6.0)
+    plain = TrialRecord(_trial("plain"), 0, 10, elastic=True)
+    asked = TrialRecord(_trial("asked"), 0, 10, elastic=True, asked=2.0)
+    for r in (plain, asked):
+        book.add(r)
+    planner.plan(lambda: [plain, asked])
+    assert (plain.width, asked.width) == (1.0, 2.0)  # what it asked for, at least one GPU
+    for r in (plain, asked):  # running and measured: DynamicFluid may look at them
+        r.phase, r.actual, r.checkpoints = Phase.RUNNING, r.width, True
+        r.samples.append((1.0, r.width))
+    planner.ready.clear()
+    planner.replan(0)
+    planner.plan(lambda: [])
+    assert (plain.width, asked.width) == (1.0, 2.0) and not planner.plan_log[1:]
+
+
+class _LeastFirst(FIFOScheduler):
+    """Chooses, like PBT, the PENDING or PAUSED trial that comes first in ``order``."""
+
+    def __init__(self, order):
+        super().__init__()
+        self.order = order
+
+    def choose_trial_to_run(self, tc):
+        waiting = [t for t in tc.trials if t.status in (Trial.PENDING, Trial.PAUSED)]
+        return min(waiting, key=lambda t: self.order.index(t.trial_id), default=None)
+
+
+def test_a_keep_shape_member_restarts_one_per_step_as_under_plain_tune():
+    from fluid.tune._base import eligible
+    from fluid.tune._group import TrialGroup
+
+    book = TrialBook()
+    book.add_group(TrialGroup([], {}, "population", keep_shape=True))
+    exploited = TrialRecord(_trial("exploited"), 0, 4, phase=Phase.PAUSED, base_status="PAUSED")
+    waiting = TrialRecord(_trial("waiting"), 0, 4, phase=Phase.PAUSED, base_status="PAUSED")
+    new = TrialRecord(_trial("new"), 0, 4)  # held: the base sees it PENDING
+    starting = TrialRecord(_trial("starting", Trial.PENDING), 0, 4, phase=Phase.RUNNING)
+    recs = [exploited, waiting, new, starting]
+    for r in recs:
+        book.add(r)
+    tc = SimpleNamespace(trials=[r.trial for r in recs])
+    # The base's choice and every new member start now; the other paused member waits for
+    # the base to choose it at a later step, as Tune asks its scheduler once per step.
+    base = _LeastFirst(["exploited", "new", "waiting", "starting"])
+    assert eligible(base, book, tc) == ([exploited, new], True)
+    # The base chooses a member Tune is still starting: ask again once it runs.
+    base.order = ["starting", "exploited", "new", "waiting"]
+    assert eligible(base, book, tc) == ([new], True)
+    starting.trial.status = Trial.RUNNING
+    assert eligible(base, book, tc) == ([exploited, new], True)
