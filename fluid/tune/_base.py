@@ -57,8 +57,8 @@ def eligible(base: TrialScheduler, book: TrialBook, tc: Any,
     scheduler once per step. A member restarted later than under Tune changes what the
     algorithm does (PBT pauses members for their turn while another waits to restart, and
     the pauses cascade); one restarted sooner does too. So once the base chooses such a
-    member, or one Tune is still starting (PENDING), the scan stops and the base is asked
-    again at the next step.
+    member (one to start, or one Tune is still starting or Fluid holds until GPUs free up,
+    both PENDING under Tune), the scan stops and the base is asked again at the next step.
     """
     waiting = book.in_phase(STARTABLE)
     if not waiting:
@@ -77,9 +77,8 @@ def eligible(base: TrialScheduler, book: TrialBook, tc: Any,
             found.append(rec)
             masked[trial.trial_id] = Trial.RUNNING  # so the next call returns another
             continue
-        chosen = rec.phase is Phase.PAUSED
-        found += [rec] if chosen else []
+        found += [rec] if rec.phase is Phase.PAUSED else []
         found += [r for r in waiting if r.phase is Phase.HELD and r not in found
                   and book.groups[r.group].keep_shape]  # Tune starts new ones anyway
-        return found, chosen or trial.status == Trial.PENDING
+        return found, True
     return found, False
