@@ -222,3 +222,26 @@ def test_a_keep_shape_member_restarts_one_per_step_as_under_plain_tune():
     assert eligible(base, book, tc) == ([new], True)
     starting.trial.status = Trial.RUNNING
     assert eligible(base, book, tc) == ([exploited, new], True)
+
+
+def test_a_sync_groups_member_waits_at_its_budget_until_the_others_reach_it():
+    # The barrier a scheduler asks for with new_trial_group(..., sync=True) (PBT no longer does).
+    from fluid.tune import _barrier as barrier
+    from fluid.tune._group import TrialGroup
+
+    book = TrialBook()
+    book.add_group(TrialGroup([], {}, "generation", sync=True))
+    ahead = TrialRecord(_trial("ahead", Trial.RUNNING), 0, 4, phase=Phase.RUNNING, iteration=4)
+    behind = TrialRecord(_trial("behind", Trial.RUNNING), 0, 4, phase=Phase.RUNNING, iteration=2)
+    paused = TrialRecord(_trial("paused"), 0, 4, phase=Phase.PAUSED, iteration=4)
+    done = TrialRecord(_trial("done", Trial.TERMINATED), 0, 4, phase=Phase.DONE, iteration=1)
+    for r in (ahead, behind, paused, done):
+        book.add(r)
+    assert barrier.must_wait(book, ahead, until=4)  # at its budget, "behind" is not
+    assert not barrier.must_wait(book, ahead, until=6)  # not at its budget yet
+    assert not barrier.must_wait(book, behind, until=4)
+    assert barrier.held(book, paused)  # paused by the base there: restarts only later too
+    ahead.phase = Phase.WAITING
+    assert barrier.released(book) == []
+    behind.iteration = 4  # caught up (a finished member never holds the others back)
+    assert barrier.released(book) == [ahead] and not barrier.held(book, paused)
