@@ -192,9 +192,11 @@ class Planner:
         w_min = rec.w_min
         group = self._book.groups.get(rec.group)
         if group is not None and group.keep_shape:
-            # Plain Tune's shape (a PBT member): what it asked for, at least one GPU; the only
-            # width allowed, so Fluid never packs, gangs or resizes it.
-            w_min = max(1.0, request_width(rec.asked))
+            # Plain Tune's shape (a PBT member): what it asked for, at least one GPU (several
+            # only as its own placement group or, elastic, a gang); the only width allowed, so
+            # Fluid never packs, gangs or resizes it.
+            whole = rec.elastic or rec.request is not None
+            w_min = max(1.0, request_width(rec.asked)) if whole else 1.0
             c, d = 1, int(w_min)
         inputs = (left * est.iteration_time(rec), alpha, beta, max(1, c), d, est.memory(rec),
                   w_min)

@@ -174,10 +174,13 @@ def test_planner_keeps_plain_tunes_shape_for_a_keep_shape_group():
     planner = _planner(book, FluidOptions(c=8).policy, gpus=6.0)
     plain = TrialRecord(_trial("plain"), 0, 10, elastic=True)
     asked = TrialRecord(_trial("asked"), 0, 10, elastic=True, asked=2.0)
-    for r in (plain, asked):
+    # Asked for 2 GPUs, but neither a gang nor kept as its own placement group (the user let
+    # Fluid resize requests): one GPU.
+    stiff = TrialRecord(_trial("stiff"), 0, 10, elastic=False, asked=2.0)
+    for r in (plain, asked, stiff):
         book.add(r)
-    planner.plan(lambda: [plain, asked])
-    assert (plain.width, asked.width) == (1.0, 2.0)  # what it asked for, at least one GPU
+    planner.plan(lambda: [plain, asked, stiff])
+    assert (plain.width, asked.width, stiff.width) == (1.0, 2.0, 1.0)
     for r in (plain, asked):  # running and measured: DynamicFluid may look at them
         r.phase, r.actual, r.checkpoints = Phase.RUNNING, r.width, True
         r.samples.append((1.0, r.width))
