@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ray.tune.experiment import Trial
@@ -12,25 +11,24 @@ from fluid.tune._group import TrialGroupMixin
 
 GROUP = "population"
 
-logger = logging.getLogger("fluid")
-
 
 class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
     """Ray's ``PopulationBasedTraining`` with the population as one TrialGroup.
 
     A trial's budget is its next perturbation: ``last_perturbation_time`` plus the
-    perturbation interval, in PBT's ``time_attr`` (fractional intervals included). The
-    population is a ``sync`` group.
+    perturbation interval, in PBT's ``time_attr`` (fractional intervals included).
 
-    Under ``FluidExecutor`` the population perturbs synchronously (Ray's ``synch=True``): a
-    member that reached its perturbation pauses until every live member has, then all are
-    perturbed at once, the upper quantile saved before the lower one clones it. Fluid's plan
-    decides which members run and how fast, so without this a member that got ahead could
-    clone a donor whose last checkpoint is a perturbation behind and run those iterations
-    again; plain Tune's asynchronous PBT has the same race, made rarer or more frequent by
-    which members happen to run. Synchronously, every exploit clones a donor at the very
-    iteration the exploiting member reached, and no iteration is run twice. Outside Fluid the
-    user's ``synch`` setting is kept.
+    The population is a ``keep_shape`` group: under ``FluidExecutor`` every member runs at the
+    shape plain Tune gives it (what it asked for, at least one GPU), is never packed, ganged,
+    resized or held at a barrier, and starts or restarts when plain Tune would start it; PBT
+    perturbs with the user's ``synch`` setting. Fluid predicts no gain for a population (it
+    trains to the end; the paper found PBT gains little) and every other shape changes what
+    PBT decides: members reach their perturbations in another order, PBT pauses more of them
+    for their turn while another waits to restart, they exploit other donors, and the run
+    reaches its target later (simulated, 8 GPUs: 0.41x of plain Tune on cifar10 with the
+    population synchronous and sized by Fluid). So Fluid runs PBT as plain Tune does
+    (``fluid simulate --algorithm pbt``: the same times to target, best metrics and restarts
+    on every seed; docs/benchmarks.md).
     """
 
     def _declare(self, trial: Trial, result: dict | None = None) -> None:
@@ -38,14 +36,10 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
         self.new_trial_group(
             [trial], state.last_perturbation_time + self._perturbation_interval, GROUP,
             time_attr=self._time_attr, progress={trial.trial_id: result} if result else None,
-            sync=True,
+            keep_shape=True,
         )
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
-        if self._fluid_executor is not None and not self._synch:
-            self._synch = True
-            logger.info("Fluid: PBT perturbs the population synchronously under FluidExecutor "
-                        "(synch=True), so that exploits clone donors at the same iteration")
         super().on_trial_add(tune_controller, trial)
         self._declare(trial)
 

@@ -1,4 +1,7 @@
-"""The barrier of a ``sync`` TrialGroup (a PBT population): its members stay in step.
+"""The barrier of a ``sync`` TrialGroup: its members stay in step.
+
+Fluid's own PBT does not use it (its population keeps plain Tune's shapes and timing,
+``fluid.schedulers.pbt``); it is there for a scheduler whose members must not drift apart.
 
 Fluid sizes members by their measured speed and packs or gangs them, so without a barrier they
 progress at very different rates, and a member that races ahead clones (at its exploit) a donor

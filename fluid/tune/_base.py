@@ -46,21 +46,39 @@ def base_view(book: TrialBook, extra: dict[str, str] | None = None) -> Iterator[
                 trial.status = real
 
 
-def eligible(base: TrialScheduler, book: TrialBook, tc: Any) -> list[TrialRecord]:
-    """Held or base-paused trials the base scheduler would start now, in its order."""
+def eligible(base: TrialScheduler, book: TrialBook, tc: Any,
+             ) -> tuple[list[TrialRecord], bool]:
+    """Held or base-paused trials the base scheduler would start now, in its order, and
+    whether to ask it again at the next step.
+
+    Members of a ``keep_shape`` group start when plain Tune would start them: new ones at
+    once (Tune starts its PENDING trials in order), a member the base paused (PBT's exploit,
+    its turn) only as the trial the base chooses, one per step, as Tune's controller asks its
+    scheduler once per step. A member restarted later than under Tune changes what the
+    algorithm does (PBT pauses members for their turn while another waits to restart, and
+    the pauses cascade); one restarted sooner does too. So once the base chooses such a
+    member (one to start, or one Tune is still starting or Fluid holds until GPUs free up,
+    both PENDING under Tune), the scan stops and the base is asked again at the next step.
+    """
     waiting = book.in_phase(STARTABLE)
     if not waiting:
-        return []
+        return [], False
     if type(base) is FIFOScheduler:
-        return waiting  # FIFO starts everything, in order: no need to ask
+        return waiting, False  # FIFO starts everything, in order: no need to ask
     masked: dict[str, str] = {}
     found: list[TrialRecord] = []
     for _ in range(min(len(waiting), ELIGIBLE_SCAN)):
         with base_view(book, masked):
             trial = base.choose_trial_to_run(tc)
         rec = book.get(trial.trial_id) if trial is not None else None
-        if rec is None or rec.phase not in STARTABLE:
-            break
-        found.append(rec)
-        masked[trial.trial_id] = Trial.RUNNING  # so the next call returns another
-    return found
+        if rec is None or rec.phase is Phase.HELD or not book.groups[rec.group].keep_shape:
+            if rec is None or rec.phase not in STARTABLE:
+                break
+            found.append(rec)
+            masked[trial.trial_id] = Trial.RUNNING  # so the next call returns another
+            continue
+        found += [rec] if rec.phase is Phase.PAUSED else []
+        found += [r for r in waiting if r.phase is Phase.HELD and r not in found
+                  and book.groups[r.group].keep_shape]  # Tune starts new ones anyway
+        return found, True
+    return found, False

@@ -8,8 +8,8 @@ How it steers Tune (the mechanism of DESIGN.md section 3, checked on Ray 2.60):
   (``trial.update_resources``) and returns it;
 * **resize**: ``on_trial_result`` returns PAUSE after a result that carried a checkpoint; Tune
   saves and stops the actor; the trial is released again with its new shape and restores;
-* **barrier**: the same PAUSE holds a member of a ``sync`` group (a PBT population) that got
-  ahead until the others caught up (``_barrier``).
+* **barrier**: the same PAUSE holds a member of a ``sync`` group that got ahead until the
+  others caught up (``_barrier``).
 
 The base scheduler keeps deciding *what* runs: it sees every trial with the status it expects
 (a held trial looks PENDING to it, a trial paused for a resize looks RUNNING), and a held trial
@@ -311,14 +311,17 @@ class FluidExecutor(TrialScheduler):
             caught_up = barrier.released(self._book)
             if self.planner.dirty or caught_up:
                 held: list[TrialRecord] = []
+                again = False
 
                 def startable() -> list[TrialRecord]:
-                    found = eligible(self.base, self._book, tune_controller)
+                    nonlocal again
+                    found, again = eligible(self.base, self._book, tune_controller)
                     held.extend(r for r in found if barrier.held(self._book, r))
                     return caught_up + [r for r in found if r not in held]
 
                 self.planner.plan(startable)
-                self.planner.dirty = self.planner.dirty or bool(held)  # look again next step
+                # look again next step
+                self.planner.dirty = self.planner.dirty or bool(held) or again
             rec = self.planner.next_ready()
             if rec is None:
                 for done in admission.stranded(self._book, compat.controller_of(tune_controller)):

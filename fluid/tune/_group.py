@@ -48,7 +48,7 @@ class TrialGroup:
         time_attr: the unit of ``budget`` (the algorithm's ``time_attr``).
         budget: ``{trial_id: value of time_attr}`` at which each trial's budget ends, as the
             algorithm gave it (may be fractional).
-        sync: the members must stay in step (a PBT population): a member that reached its
+        sync: the members must stay in step: a member that reached its
             budget waits, paused, until every unfinished member has reached its iteration.
         priority: ``{trial_id: int}``, what the algorithm waits on: its rung (0: the first
             rung, a fresh trial; > 0: promoted, a survivor a synchronous rung waits on). A
@@ -64,6 +64,7 @@ class TrialGroup:
     budget: dict[str, float] = field(default_factory=dict)
     sync: bool = False
     priority: dict[str, int] = field(default_factory=dict)
+    keep_shape: bool = False
 
     @classmethod
     def of(
@@ -75,6 +76,7 @@ class TrialGroup:
         progress: Mapping[str, Mapping[str, Any]] | None = None,
         sync: bool = False,
         priority: int | Mapping[str, int] = 0,
+        keep_shape: bool = False,
     ) -> TrialGroup:
         """Build a group.
 
@@ -89,6 +91,7 @@ class TrialGroup:
                 to iterations.
             sync: the members must stay in step (see the class).
             priority: one for all or a mapping by trial id (see the class); ``>= 0``.
+            keep_shape: the members keep plain Tune's shape (see the class).
         """
         trials = list(trials)
         if isinstance(until, Mapping):
@@ -115,7 +118,7 @@ class TrialGroup:
         if any(p < 0 for p in prios.values()):
             raise ValueError(f"priority must be >= 0, got {prios}")
         return cls(trials, iterations, name, time_attr, {k: float(v) for k, v in budgets.items()},
-                   sync, prios)
+                   sync, prios, keep_shape)
 
 
 def _positive(value: Any) -> bool:
@@ -157,15 +160,18 @@ class TrialGroupMixin:
         progress: Mapping[str, Mapping[str, Any]] | None = None,
         sync: bool = False,
         priority: int | Mapping[str, int] = 0,
+        keep_shape: bool = False,
     ) -> TrialGroup:
         """Declare that ``trials`` form a TrialGroup, each to run to ``until`` of ``time_attr``.
 
         ``until`` is in the algorithm's unit (``time_attr``, iterations by default) and may be
         fractional; ``progress`` maps a trial id to a result its ``last_result`` does not hold
         yet (see :meth:`TrialGroup.of`); ``sync``: its members must stay in step; ``priority``:
-        what the algorithm waits on, its rung (see ``TrialGroup``).
+        what the algorithm waits on, its rung; ``keep_shape``: the members keep plain Tune's
+        shape (see ``TrialGroup``).
         """
-        group = TrialGroup.of(trials, until, name, time_attr, progress, sync, priority)
+        group = TrialGroup.of(trials, until, name, time_attr, progress, sync, priority,
+                              keep_shape)
         if self._fluid_executor is not None:
             self._fluid_executor.add_group(group)
         return group

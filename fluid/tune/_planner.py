@@ -46,7 +46,7 @@ from fluid.core import (
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import LIVE, PLACED, Phase, TrialBook, TrialRecord, by_group
 from fluid.tune._resources import ResourceView, cpus_of_view
-from fluid.tune._shapes import cpus_in, describe, shape_of
+from fluid.tune._shapes import cpus_in, describe, request_width, shape_of
 
 #: CPUs closer than this are the same (sums of fractional CPUs).
 CPU_TOL = 1e-6
@@ -200,8 +200,17 @@ class Planner:
             c = 1  # what the algorithm waits on runs alone unless its packing is measured free
         if rec.min_share is not None:
             c = min(c, int(math.floor(1 / rec.min_share + 1e-9)))
+        w_min = rec.w_min
+        group = self._book.groups.get(rec.group)
+        if group is not None and group.keep_shape:
+            # Plain Tune's shape (a PBT member): what it asked for, at least one GPU (several
+            # only as its own placement group or, elastic, a gang); the only width allowed, so
+            # Fluid never packs, gangs or resizes it.
+            whole = rec.elastic or rec.request is not None
+            w_min = max(1.0, request_width(rec.asked)) if whole else 1.0
+            c, d = 1, int(w_min)
         inputs = (left * est.iteration_time(rec), alpha, beta, max(1, c), d, est.memory(rec),
-                  rec.w_min)
+                  w_min)
         cached = self._specs.get(rec.trial_id)
         if cached is not None and cached[0] == inputs:
             return cached[1]

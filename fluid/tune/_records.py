@@ -178,10 +178,12 @@ class TrialBook:
                     self.groups[g].name == group.name), None)
         if gid is None:
             gid = len(self.groups)
-            self.groups[gid] = TrialGroup([], {}, group.name, sync=group.sync)
+            self.groups[gid] = TrialGroup([], {}, group.name, sync=group.sync,
+                                          keep_shape=group.keep_shape)
             logger.info("Fluid: new TrialGroup %d %r", gid, group.name)
         target = self.groups[gid]
         target.sync = target.sync or group.sync
+        target.keep_shape = target.keep_shape or group.keep_shape
         changed = False
         for t in group.trials:
             if t.trial_id not in target.until:

@@ -143,6 +143,26 @@ def test_pbt_fractional_intervals(kw):
     assert set(out) - {None} - {"CONTINUE"}  # perturbations happened (PAUSE or NOOP)
 
 
+@pytest.mark.parametrize("synch", [False, True])
+def test_pbt_under_fluid_decides_as_rays_with_the_users_synch(synch):
+    # Under FluidExecutor too (a recorder stands in for it): the population is declared, and
+    # PBT keeps the user's synch (Fluid used to force synch=True: other decisions).
+    def fluid_pbt():
+        pbt = _pbt(PopulationBasedTraining, time_attr="training_iteration", interval=2,
+                   synch=synch)
+        pbt._fluid_executor = _Recorder()
+        return pbt
+
+    script = [("add", i, None) for i in range(4)]
+    for k in range(6):
+        for i in range(4):
+            script.append(("result", i, {"training_iteration": k + 1, "acc": i * k}))
+    out, sched = _same(lambda: _pbt(RayPBT, time_attr="training_iteration", interval=2,
+                                    synch=synch), fluid_pbt, script, n=4)
+    assert set(out) - {None} - {"CONTINUE"}  # perturbations happened (PAUSE or NOOP)
+    assert sched._fluid_executor.groups and all(g.keep_shape for g in sched._fluid_executor.groups)
+
+
 # --------------------------------------------------------------------------- HyperBand
 
 
@@ -187,6 +207,8 @@ def test_groups_budget_in_the_algorithms_unit():
     pbt._fluid_executor = rec
     pbt.on_trial_add(tc, t)
     assert rec.groups[-1].budget == {t.trial_id: 0.5}
+    # The population keeps plain Tune's shapes and timing; no barrier (docs/design.md, rule 8).
+    assert rec.groups[-1].keep_shape and not rec.groups[-1].sync
 
 
 @pytest.mark.parametrize(("budget", "attr", "result", "expected"), [

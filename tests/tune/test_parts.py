@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler
 
 from fluid.tune._base import base_view
 from fluid.tune._estimator import OverheadEstimator
@@ -161,3 +162,89 @@ def test_only_a_trial_paused_at_its_budgets_end_with_nothing_left_is_stranded():
     assert stranded(book_of(paused("end", 8), held), done) == []
     saving = paused("s", 8, status=Trial.RUNNING)  # the base's pause is still saving
     assert stranded(book_of(paused("end", 8), saving), done) == []
+
+
+def test_planner_keeps_plain_tunes_shape_for_a_keep_shape_group():
+    # Packing and gangs look free (alpha = beta = 1) and GPUs are idle: any other group's
+    # trials would be ganged; a keep_shape group's (PBT's population) stay as Tune runs them.
+    from fluid.tune._group import TrialGroup
+
+    book = TrialBook()
+    book.add_group(TrialGroup([], {}, "population", keep_shape=True))
+    planner = _planner(book, FluidOptions(c=8).policy, gpus=6.0)
+    plain = TrialRecord(_trial("plain"), 0, 10, elastic=True)
+    asked = TrialRecord(_trial("asked"), 0, 10, elastic=True, asked=2.0)
+    # Asked for 2 GPUs, but neither a gang nor kept as its own placement group (the user let
+    # Fluid resize requests): one GPU.
+    stiff = TrialRecord(_trial("stiff"), 0, 10, elastic=False, asked=2.0)
+    for r in (plain, asked, stiff):
+        book.add(r)
+    planner.plan(lambda: [plain, asked, stiff])
+    assert (plain.width, asked.width, stiff.width) == (1.0, 2.0, 1.0)
+    for r in (plain, asked):  # running and measured: DynamicFluid may look at them
+        r.phase, r.actual, r.checkpoints = Phase.RUNNING, r.width, True
+        r.samples.append((1.0, r.width))
+    planner.ready.clear()
+    planner.replan(0)
+    planner.plan(lambda: [])
+    assert (plain.width, asked.width) == (1.0, 2.0) and not planner.plan_log[1:]
+
+
+class _LeastFirst(FIFOScheduler):
+    """Chooses, like PBT, the PENDING or PAUSED trial that comes first in ``order``."""
+
+    def __init__(self, order):
+        super().__init__()
+        self.order = order
+
+    def choose_trial_to_run(self, tc):
+        waiting = [t for t in tc.trials if t.status in (Trial.PENDING, Trial.PAUSED)]
+        return min(waiting, key=lambda t: self.order.index(t.trial_id), default=None)
+
+
+def test_a_keep_shape_member_restarts_one_per_step_as_under_plain_tune():
+    from fluid.tune._base import eligible
+    from fluid.tune._group import TrialGroup
+
+    book = TrialBook()
+    book.add_group(TrialGroup([], {}, "population", keep_shape=True))
+    exploited = TrialRecord(_trial("exploited"), 0, 4, phase=Phase.PAUSED, base_status="PAUSED")
+    waiting = TrialRecord(_trial("waiting"), 0, 4, phase=Phase.PAUSED, base_status="PAUSED")
+    new = TrialRecord(_trial("new"), 0, 4)  # held: the base sees it PENDING
+    starting = TrialRecord(_trial("starting", Trial.PENDING), 0, 4, phase=Phase.RUNNING)
+    recs = [exploited, waiting, new, starting]
+    for r in recs:
+        book.add(r)
+    tc = SimpleNamespace(trials=[r.trial for r in recs])
+    # The base's choice and every new member start now; the other paused member waits for
+    # the base to choose it at a later step, as Tune asks its scheduler once per step.
+    base = _LeastFirst(["exploited", "new", "waiting", "starting"])
+    assert eligible(base, book, tc) == ([exploited, new], True)
+    # The base chooses a member Tune is still starting: ask again once it runs.
+    base.order = ["starting", "exploited", "new", "waiting"]
+    assert eligible(base, book, tc) == ([new], True)
+    starting.trial.status = Trial.RUNNING
+    assert eligible(base, book, tc) == ([exploited, new], True)
+
+
+def test_a_sync_groups_member_waits_at_its_budget_until_the_others_reach_it():
+    # The barrier a scheduler asks for with new_trial_group(..., sync=True) (PBT no longer does).
+    from fluid.tune import _barrier as barrier
+    from fluid.tune._group import TrialGroup
+
+    book = TrialBook()
+    book.add_group(TrialGroup([], {}, "generation", sync=True))
+    ahead = TrialRecord(_trial("ahead", Trial.RUNNING), 0, 4, phase=Phase.RUNNING, iteration=4)
+    behind = TrialRecord(_trial("behind", Trial.RUNNING), 0, 4, phase=Phase.RUNNING, iteration=2)
+    paused = TrialRecord(_trial("paused"), 0, 4, phase=Phase.PAUSED, iteration=4)
+    done = TrialRecord(_trial("done", Trial.TERMINATED), 0, 4, phase=Phase.DONE, iteration=1)
+    for r in (ahead, behind, paused, done):
+        book.add(r)
+    assert barrier.must_wait(book, ahead, until=4)  # at its budget, "behind" is not
+    assert not barrier.must_wait(book, ahead, until=6)  # not at its budget yet
+    assert not barrier.must_wait(book, behind, until=4)
+    assert barrier.held(book, paused)  # paused by the base there: restarts only later too
+    ahead.phase = Phase.WAITING
+    assert barrier.released(book) == []
+    behind.iteration = 4  # caught up (a finished member never holds the others back)
+    assert barrier.released(book) == [ahead] and not barrier.held(book, paused)

@@ -22,13 +22,18 @@ def modeled(config: dict) -> None:
     ``score`` grows with the iteration and ``config["q"]`` so algorithms have a metric.
     ``fail_at``: raise once at that iteration (a marker file makes it once per trial).
     ``oom_below``: raise torch's CUDA out-of-memory error when given less GPU than that.
+
+    Every result says where this run of the trial started: ``restored_from``, the id of the
+    trial that wrote the checkpoint it restored (``None``: from scratch; another trial's: a
+    PBT exploit), and ``restored_at``, that checkpoint's iteration.
     """
     config = config.get("cfg", config)
-    start = 0
+    start, owner = 0, None
     ckpt = tune.get_checkpoint()
     if ckpt:
         with ckpt.as_directory() as d, open(os.path.join(d, "state.json")) as f:
-            start = json.load(f)["it"]
+            state = json.load(f)
+        start, owner = state["it"], state.get("owner")
     gpus = trial_width()
     if gpus < config.get("oom_below", 0):
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; fake)")
@@ -41,8 +46,9 @@ def modeled(config: dict) -> None:
             raise RuntimeError(f"injected failure at iteration {it}")
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state.json"), "w") as f:
-                json.dump({"it": it}, f)
-            metrics = {"it": it, "gpus": gpus, "score": config.get("q", 1.0) * it}
+                json.dump({"it": it, "owner": tune.get_context().get_trial_id()}, f)
+            metrics = {"it": it, "gpus": gpus, "score": config.get("q", 1.0) * it,
+                       "restored_from": owner, "restored_at": start}
             if "peak_gb" in config:  # an injected peak GPU memory, as fluid.train reports it
                 metrics["fluid_peak_gpu_memory"] = int(config["peak_gb"] * 2**30)
             tune.report(
