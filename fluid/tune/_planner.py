@@ -201,8 +201,7 @@ class Planner:
         if rec.min_share is not None:
             c = min(c, int(math.floor(1 / rec.min_share + 1e-9)))
         w_min = rec.w_min
-        group = self._book.groups.get(rec.group)
-        if group is not None and group.keep_shape:
+        if self._keeps_shape(rec):
             # Plain Tune's shape (a PBT member): what it asked for, at least one GPU (several
             # only as its own placement group or, elastic, a gang); the only width allowed, so
             # Fluid never packs, gangs or resizes it.
@@ -217,6 +216,11 @@ class Planner:
         spec = TrialSpec(rec.trial_id, *inputs)
         self._specs[rec.trial_id] = (inputs, spec, None)
         return spec
+
+    def _keeps_shape(self, rec: TrialRecord) -> bool:
+        """The trial's TrialGroup keeps plain Tune's shapes (``keep_shape``, PBT)."""
+        group = self._book.groups.get(rec.group)
+        return group is not None and group.keep_shape
 
     def _running(self, rec: TrialRecord) -> RunningTrial:
         """``RunningTrial`` of a live trial, the one of the last re-plan if nothing changed."""
@@ -281,7 +285,7 @@ class Planner:
         candidates = [
             (r, self.spec(r)) for r in self._book.in_phase(frozenset({Phase.RUNNING}))
             if r.elastic and r.width == 1.0 and r.own_beta is None and r.samples
-            and r.checkpoints and r.budget_resizes < MAX_RESIZES
+            and r.checkpoints and r.budget_resizes < MAX_RESIZES and not self._keeps_shape(r)
         ]
         candidates.sort(key=lambda rs: (-rs[0].priority, -rs[1].runtime))
         for rec, spec in candidates:

@@ -155,11 +155,14 @@ def test_an_unmeasured_straggler_is_probed_as_a_gang_on_idle_gpus():
         assert [e["kind"] for e in planner.plan_log] == (["probe"] if probed else [])
 
 
-def test_no_probe_for_a_rigid_trial_a_users_d_of_one_or_a_trial_with_its_beta_measured():
-    cases = [({}, {"elastic": False}), ({"d": 1}, {}), ({}, {"own_beta": (2.5, 3)})]
+def test_no_probe_for_a_rigid_trial_a_users_d_of_one_a_measured_beta_or_a_kept_shape():
+    cases = [({}, {"elastic": False}), ({"d": 1}, {}), ({}, {"own_beta": (2.5, 3)}),
+             ({}, {"keep_shape": True})]
     for options, fields in cases:
         book, est, planner = _setup(gpus=4.0, eps=1.0, **options)
         (rec,) = _records(book, 1, until=100)
+        if fields.pop("keep_shape", False):  # a PBT population: plain Tune's shapes
+            book.add_group(TrialGroup.of([rec.trial], 100, "population", keep_shape=True))
         _unmeasured_gang(planner, rec)
         for k, v in fields.items():
             setattr(rec, k, v)
