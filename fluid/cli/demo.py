@@ -21,7 +21,10 @@ from typing import Any
 GPUS = 4
 T1 = [0.4, 0.4, 0.4, 0.4, 0.4, 1.6, 4.0]  # seconds per iteration on one GPU
 ITERS = 8
-ALPHA = 1.25  # packing overhead of the modeled trials (Fluid is told it, as if measured)
+# Overheads of the modeled trials; Fluid is told them, as a `fluid profile` would measure them
+# (without them Fluid probes a gang only for a trial with 80 x eps of work left).
+ALPHA = 1.25  # packing
+BETA = 1.0  # scaling
 EPS = 1.0  # seconds a resize costs (Fluid is told it; on this machine Ray's is 2-3 s)
 
 
@@ -29,7 +32,7 @@ def demo_trainable(config: dict) -> None:
     """The modeled trainable with the demo's overhead; longer trials are the better ones."""
     from fluid.train.modeled import modeled_trainable
 
-    modeled_trainable({**config, "alpha": ALPHA, "quality": config["t1"] / max(T1)})
+    modeled_trainable({**config, "alpha": ALPHA, "beta": BETA, "quality": config["t1"] / max(T1)})
 
 
 def _mark_elastic() -> None:
@@ -96,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     ray.init(address="local", num_cpus=2, num_gpus=args.gpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING)
     # verbose=True: the plan lines are printed although Tune itself is quiet (verbose=0).
-    executor = FluidExecutor(alpha=ALPHA, cpus_per_trial=0.1, cpus_per_worker=0.05, eps=EPS,
-                             verbose=True)
+    executor = FluidExecutor(alpha=ALPHA, beta=BETA, cpus_per_trial=0.1, cpus_per_worker=0.05,
+                             eps=EPS, verbose=True)
     t0 = time.monotonic()
     handler = _PlanPrinter(t0, executor)
     fluid_log = logging.getLogger("fluid")
@@ -124,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
 
     from fluid.cli.bench_e2e import predict_modeled
 
-    sim = predict_modeled("grid", T1, ITERS, args.gpus, start_s=1.0, alpha=ALPHA, beta=1.0,
-                          fluid_options={"alpha": ALPHA, "eps": EPS})
+    sim = predict_modeled("grid", T1, ITERS, args.gpus, start_s=1.0, alpha=ALPHA, beta=BETA,
+                          fluid_options={"alpha": ALPHA, "beta": BETA, "eps": EPS})
     fifo, dyn = sim["tune"], sim["fluid"]
     print()
     print("Wall clock of the same job     measured   simulator (fluid.sim, 1 s per trial start)")

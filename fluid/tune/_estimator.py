@@ -67,6 +67,11 @@ class OverheadEstimator:
         self._medians: dict[str, tuple[tuple, float]] = {}
 
     @property
+    def measured_beta(self) -> float | None:
+        """Median of the trials' own measured ``beta_i`` (unshrunk); ``None``: none measured."""
+        return self.beta if self._beta_by_trial else None
+
+    @property
     def eps(self) -> float:
         """``eps``: the resize cost in seconds, as given or as measured (median)."""
         if self.fixed_eps is not None:

@@ -40,6 +40,7 @@ from fluid.core import (
     d_from_beta,
     dynamic_fluid,
     is_safe,
+    slowdown,
     start_in_order,
     static_fluid,
 )
@@ -63,7 +64,11 @@ PRIORITY_ALPHA = 1.05
 #: A gang probe on idle GPUs is made only for a trial with at least this many ``eps`` of
 #: one-GPU work left: if gangs gain nothing (``beta_i >= 2``), the probe costs one restart and
 #: the undo another, at most ``2 / PROBE_MIN_EPS`` of the trial's remaining time.
-PROBE_MIN_EPS = 20.0
+PROBE_MIN_EPS = 80.0
+#: No more probes once the median measured ``beta_i`` makes a gang of ``PROBE_D`` take more
+#: than this share of one GPU's time (``f(PROBE_D)``): the configurations of one experiment
+#: share their model family and hardware, so their scaling is alike.
+PROBE_STOP = 0.9
 
 logger = logging.getLogger("fluid")
 
@@ -276,11 +281,15 @@ class Planner:
         ``beta_i``, and has ``h_i1 >= PROBE_MIN_EPS x eps`` left; the algorithm's priority
         first (what a rung waits on), then the longest ``h_i1`` (the straggler). The guard is
         not asked: under the prior a gang gains nothing, which is what the probe tests; its
-        cost is bounded by ``PROBE_MIN_EPS``. A user's ``d = 1`` means no gang, no probe.
+        cost is bounded by ``PROBE_MIN_EPS``. A user's ``d = 1`` means no gang, no probe; nor
+        once the trials measured so far say gangs of ``PROBE_D`` gain under ``1 - PROBE_STOP``.
         """
         assert self.pool is not None
         if self.pool.idle_count() < PROBE_D - 1 or (cfg.d is not None and cfg.d < PROBE_D):
             return
+        measured = self._estimator.measured_beta
+        if measured is not None and slowdown(PROBE_D, beta=measured) > PROBE_STOP:
+            return  # the trials measured so far scale too badly: this experiment's gangs lose
         floor = PROBE_MIN_EPS * self._estimator.eps
         candidates = [
             (r, self.spec(r)) for r in self._book.in_phase(frozenset({Phase.RUNNING}))

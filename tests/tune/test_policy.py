@@ -145,7 +145,7 @@ def _unmeasured_gang(planner, rec):
 def test_an_unmeasured_straggler_is_probed_as_a_gang_on_idle_gpus():
     # FluidExecutor() defaults (prior beta 2: a gang gains nothing) and idle GPUs: the long
     # trial is probed at PROBE_D once it has PROBE_MIN_EPS x eps of work left; not before.
-    for until, probed in ((30, True), (15, False)):
+    for until, probed in ((int(1.5 * PROBE_MIN_EPS), True), (int(0.75 * PROBE_MIN_EPS), False)):
         book, est, planner = _setup(gpus=4.0, eps=1.0)
         (rec,) = _records(book, 1, until=until)
         _unmeasured_gang(planner, rec)
@@ -160,7 +160,7 @@ def test_no_probe_for_a_rigid_trial_a_users_d_of_one_a_measured_beta_or_a_kept_s
              ({}, {"keep_shape": True})]
     for options, fields in cases:
         book, est, planner = _setup(gpus=4.0, eps=1.0, **options)
-        (rec,) = _records(book, 1, until=100)
+        (rec,) = _records(book, 1, until=200)
         if fields.pop("keep_shape", False):  # a PBT population: plain Tune's shapes
             book.add_group(TrialGroup.of([rec.trial], 100, "population", keep_shape=True))
         _unmeasured_gang(planner, rec)
@@ -172,7 +172,7 @@ def test_no_probe_for_a_rigid_trial_a_users_d_of_one_a_measured_beta_or_a_kept_s
 
 def test_the_probe_goes_to_what_the_algorithm_waits_on_then_the_longest():
     book, est, planner = _setup(gpus=3.0, eps=1.0)
-    recs = _records(book, 2, until=100)
+    recs = _records(book, 2, until=200)
     _running(planner, recs, [1.0, 1.0])
     recs[0].until = 200  # longer, but t1 is what a rung waits on
     recs[1].priority = 1
@@ -182,7 +182,7 @@ def test_the_probe_goes_to_what_the_algorithm_waits_on_then_the_longest():
 
 def test_a_failed_probe_goes_back_to_one_gpu_and_is_not_probed_again():
     book, est, planner = _setup(gpus=4.0, eps=1.0)
-    (rec,) = _records(book, 1, until=100)
+    (rec,) = _records(book, 1, until=200)
     _unmeasured_gang(planner, rec)
     planner.plan(lambda: [])
     assert rec.width == 2.0
@@ -232,3 +232,18 @@ def test_the_guard_refuses_a_plan_that_delays_the_leader(monkeypatch):
     planner.replan(0)
     planner.plan(lambda: [])
     assert calls and rec.width == 1.0 and planner.pool.where("t0") == (0,)
+
+
+def test_probes_stop_once_the_measured_trials_say_gangs_lose():
+    # One trial already measured as a gang: beta_i 2.5 (a gang of two slower than one GPU)
+    # stops the probes of this experiment; beta_i 1.2 (a gang of two at 0.6 of one GPU's time)
+    # does not.
+    for beta, probed in ((2.5, False), (1.2, True)):
+        book, est, planner = _setup(gpus=4.0, eps=1.0)
+        measured, rec = _records(book, 2, until=200)
+        _running(planner, [rec], [1.0])
+        measured.raw = {1.0: deque([1.0]), 2.0: deque([beta / 2])}
+        est.refine_overheads(measured)
+        assert est.measured_beta == pytest.approx(beta)
+        planner.plan(lambda: [])
+        assert rec.width == (float(PROBE_D) if probed else 1.0), beta
