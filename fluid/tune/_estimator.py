@@ -113,6 +113,7 @@ class OverheadEstimator:
         elif dt is None or not rec.actual or (rec.fresh_start and rec.samples):
             return False
         rec.samples.append((float(dt), rec.actual))
+        rec.touch()
         new_width = rec.actual not in rec.raw
         rec.raw.setdefault(rec.actual, deque(maxlen=5)).append(float(dt))
         if len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) <= 3):
@@ -174,6 +175,17 @@ class OverheadEstimator:
             known = [self.iteration_time(r) for r in self._book.records.values() if r.samples]
             self._mean_time = statistics.mean(known) if known else self.default_iteration_time
         return self._mean_time
+
+    def own_inputs(self, rec: TrialRecord) -> bool:
+        """Whether the trial's ``iteration_time`` and ``memory`` rest on its own record only
+        (not on other trials' measurements): they then change only when its record does (a
+        result sets its ``iteration``; its ``last_result`` changes only with a result)."""
+        return bool(rec.raw.get(1.0) or rec.samples) and self.own_memory(rec)
+
+    def own_memory(self, rec: TrialRecord) -> bool:
+        """Whether ``memory`` of the trial rests on its own record only (or on no trial)."""
+        return (self.gpu_memory is None or self.trial_memory is not None
+                or _peak_gb(rec.trial) is not None)
 
     def memory(self, rec: TrialRecord) -> float | None:
         """GB a trial needs on a GPU, for memory-safe packing (only with ``gpu_memory``).

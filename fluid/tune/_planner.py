@@ -39,7 +39,7 @@ from fluid.core import (
     static_fluid,
 )
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._records import LIVE, PLACED, Phase, TrialBook, TrialRecord, by_group
+from fluid.tune._records import _SEQ, LIVE, PLACED, Phase, TrialBook, TrialRecord, by_group
 from fluid.tune._resources import ResourceView, cpus_of_view
 from fluid.tune._shapes import cpus_in, describe, shape_of
 
@@ -91,12 +91,25 @@ class Planner:
         # trial id -> (spec inputs, TrialSpec, RunningTrial or None): a re-plan looks at every
         # live trial, most unchanged since the last one; rebuilding them dominated its cost.
         self._specs: dict[str, tuple[tuple, TrialSpec, RunningTrial | None]] = {}
+        # Ids whose cached spec (and RunningTrial, if any) is exact without recomputing its
+        # inputs: the record has not changed since (``TrialBook.changed``) and the spec rests
+        # on the record alone (``_own_spec``).
+        self._fresh: set[str] = set()
+        # Ids whose record has not changed since their spec was cached (``_placing_spec``).
+        self._settled: set[str] = set()
+        # Live trials with a width, by group (what DynamicFluid re-sizes), kept from the
+        # book's changes instead of a scan of every live trial at every re-plan of a group.
+        self._live: dict[int, dict[str, TrialRecord]] = {}
+        self._live_group: dict[str, int] = {}  # trial id -> its group in ``_live``
+        self._live_sorted: dict[int, list[TrialRecord]] = {}  # in order of addition
 
     def start(self, gpus: float, cpus: float | None = None) -> None:
         """Plan on a cluster of ``gpus`` GPUs (whole GPUs only) and ``cpus`` CPUs (``None``:
         CPUs are not counted)."""
         self.gpus, self.cpus = gpus, cpus
         self.pool = GpuPool(int(math.floor(gpus)), self._policy.gpu_memory)
+        self._fresh.clear()  # ``d_i`` depends on the GPUs
+        self._settled.clear()
 
     def shape(self, rec: TrialRecord, width: float) -> Any:
         """The ``PlacementGroupFactory`` the trial runs in at ``width`` GPUs."""
@@ -166,9 +179,35 @@ class Planner:
         trial of priority > 0 whose own measured ``alpha_i`` is not below ``PRIORITY_ALPHA``,
         and at most what its ``min_share`` allows (it ran out of GPU memory at a smaller one).
         """
-        est, cfg = self._estimator, self._policy
+        if self._book.changed:
+            self._take_changes()
+        tid = rec.trial_id
+        if tid in self._fresh:
+            return self._specs[tid][1]
+        est = self._estimator
         until = rec.until if rec.until is not None else self._book.default_until(rec)
         left = max(1, until - rec.iteration)
+        if tid in self._settled:  # record unchanged: only what rests on other trials moved
+            alpha, beta, c, d = self._specs[tid][0][1:5]
+        else:
+            alpha, beta, c, d = self._limits(rec)
+        inputs = (left * est.iteration_time(rec), alpha, beta, c, d, est.memory(rec), rec.w_min)
+        own = rec.until is not None and est.own_inputs(rec)
+        cached = self._specs.get(tid)
+        if cached is not None and cached[0] == inputs:
+            # A fresh spec's RunningTrial must be built while fresh (``_running``).
+            spec, running = cached[1], None if own else cached[2]
+        else:
+            spec, running = TrialSpec(tid, *inputs), None
+        self._specs[tid] = (inputs, spec, running)
+        self._settled.add(tid)
+        if own:
+            self._fresh.add(tid)
+        return spec
+
+    def _limits(self, rec: TrialRecord) -> tuple[float, float, int, int]:
+        """``alpha_i``, ``beta_i``, ``c_i``, ``d_i`` of a trial (its record and the GPUs)."""
+        est, cfg = self._estimator, self._policy
         alpha, beta = est.alpha_of(rec), est.beta_of(rec)
         # A trainable that is not elastic runs on one GPU, or on the GPUs it asked for.
         if rec.elastic and cfg.d is not None and self.exact_limits:
@@ -189,27 +228,80 @@ class Planner:
             c = 1  # what the algorithm waits on runs alone unless its packing is measured free
         if rec.min_share is not None:
             c = min(c, int(math.floor(1 / rec.min_share + 1e-9)))
-        inputs = (left * est.iteration_time(rec), alpha, beta, max(1, c), d, est.memory(rec),
-                  rec.w_min)
-        cached = self._specs.get(rec.trial_id)
-        if cached is not None and cached[0] == inputs:
-            return cached[1]
-        spec = TrialSpec(rec.trial_id, *inputs)
-        self._specs[rec.trial_id] = (inputs, spec, None)
-        return spec
+        return alpha, beta, max(1, c), d
+
+    def _placing_spec(self, rec: TrialRecord) -> TrialSpec:
+        """A spec to place a queued trial with: ``start_in_order`` reads only its id, ``c_i``
+        and memory, which rest on the record alone (memory too, ``own_memory``), so the cached
+        spec serves while the record is unchanged, although an unmeasured trial's ``h_i1``
+        (the mean over measured trials) moves with every result of any other trial."""
+        if self._book.changed:
+            self._take_changes()
+        if rec.trial_id in self._settled and self._estimator.own_memory(rec):
+            return self._specs[rec.trial_id][1]
+        return self.spec(rec)
+
+    def _take_changes(self) -> None:
+        """Forget the cached specs of the records changed since the last call and move them
+        in or out of the live-by-group index."""
+        changed = self._book.take_changed()
+        self._fresh -= changed
+        self._settled -= changed
+        for tid in changed:
+            rec = self._book.get(tid)
+            new = (rec.group if rec is not None and rec.phase in LIVE and rec.width is not None
+                   else None)
+            old = self._live_group.get(tid)
+            if old == new and (new is None or self._live[new][tid] is rec):
+                continue
+            if old is not None:
+                del self._live[old][tid], self._live_group[tid]
+                self._live_sorted.pop(old, None)
+                if not self._live[old]:
+                    del self._live[old]
+            if new is not None:
+                assert rec is not None
+                self._live.setdefault(new, {})[tid] = rec
+                self._live_group[tid] = new
+                self._live_sorted.pop(new, None)
+
+    def live_of(self, gid: int) -> list[TrialRecord]:
+        """Live trials of group ``gid`` with a width, in the order they were added."""
+        if self._book.changed:
+            self._take_changes()
+        found = self._live_sorted.get(gid)
+        if found is None:
+            found = sorted(self._live.get(gid, {}).values(), key=_SEQ)
+            self._live_sorted[gid] = found
+        return list(found)
 
     def _running(self, rec: TrialRecord) -> RunningTrial:
         """``RunningTrial`` of a live trial, the one of the last re-plan if nothing changed."""
         spec = self.spec(rec)
+        inputs, _, old = self._specs[rec.trial_id]
+        if old is not None and rec.trial_id in self._fresh:
+            return old
         resizable = (rec.checkpoints and rec.phase is Phase.RUNNING
                      and rec.budget_resizes < MAX_RESIZES)
-        inputs, _, old = self._specs[rec.trial_id]
         if old is not None and old.spec is spec and (old.width, old.resizable) == (
                 rec.width, resizable):
             return old
         running = RunningTrial(spec, rec.width, resizable)
         self._specs[rec.trial_id] = (inputs, spec, running)
         return running
+
+    def _running_all(self, live: list[TrialRecord]) -> list[RunningTrial]:
+        """``_running`` of each trial; those fresh since the last re-plan without a call each
+        (a re-plan visits every live trial of the group, most of them unchanged)."""
+        if self._book.changed:
+            self._take_changes()
+        fresh, specs = self._fresh, self._specs
+        out = []
+        for r in live:
+            tid = r.trial.trial_id
+            old = specs[tid][2] if tid in fresh else None
+            out.append(old if old is not None else self._running(r))
+        return out
 
     def plan(self, eligible: Callable[[], list[TrialRecord]]) -> None:
         """Start queued trials, size the trials ``eligible()`` returns, then re-size groups."""
@@ -220,7 +312,8 @@ class Planner:
         # groups' waiting trials, then newly eligible ones; as many as CPUs allow.
         self.queue.sort(key=lambda i: -self._book[i].priority)
         queued, over = self._within_cpus([self._book[i] for i in self.queue], self._free_cpus())
-        started, _ = start_in_order([(self.spec(r), r.width) for r in queued], self.pool, cfg)
+        started = [] if self.pool.is_full() else start_in_order(  # full: none would fit
+            [(self._placing_spec(r), r.width) for r in queued], self.pool, cfg)[0]
         begun = {a.trial_id for a in started}
         self.queue = [i for i in self.queue if i not in begun]
         self._mark_ready([a.trial_id for a in started])
@@ -246,11 +339,11 @@ class Planner:
 
     def _resize_group(self, gid: int, cfg: PolicyConfig) -> None:
         assert self.pool is not None
-        live = [r for r in self._book.in_phase(LIVE) if r.group == gid and r.width is not None]
+        live = self.live_of(gid)
         if not live:
             return
         self._undo_slow_gangs(live)
-        running = [self._running(r) for r in live]
+        running = self._running_all(live)
         # Plan on a copy: the plan is dropped if the guard rejects it or if its gangs need
         # more CPUs than there are. A resize must gain RESIZE_GAIN x eps (anti-oscillation).
         pool = self.pool.copy()
@@ -320,6 +413,8 @@ class Planner:
         if self.pool is not None:
             self.pool.release(rec.trial_id)
         self._specs.pop(rec.trial_id, None)
+        self._fresh.discard(rec.trial_id)
+        self._settled.discard(rec.trial_id)
         if rec.trial_id in self.queue:
             self.queue.remove(rec.trial_id)
         if rec.trial_id in self.ready:
@@ -344,6 +439,8 @@ class Planner:
             self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
                                   "widths": {}, "gpus": gpus})
             self.gpus = gpus
+            self._fresh.clear()  # ``d_i`` depends on the GPUs
+            self._settled.clear()
             target = int(math.floor(gpus))
             have = self.pool.n - self.deficit
             if target > have:
