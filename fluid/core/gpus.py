@@ -121,6 +121,11 @@ class GpuPool:
             t for g in self._where.get(trial_id, ()) for t in self._gpus[g].shares if t != trial_id
         ]
 
+    def alone(self, trial_id: str) -> bool:
+        """Whether no other trial is on the GPUs of ``trial_id`` (``not neighbours``, faster)."""
+        gpus = self._gpus
+        return all(len(gpus[g].shares) == 1 for g in self._where.get(trial_id, ()))
+
     def placement(self) -> dict[int, list[tuple[str, float]]]:
         """``{gpu id: [(trial id, share), ...]}`` for every non-empty GPU."""
         return {

@@ -159,12 +159,14 @@ def hand_out(
     Updates ``pool``; returns ``{trial id: new width}`` for the trials that grew.
     """
     grown: dict[str, float] = {}
+    # A packed trial alone on its GPU can take the whole of it in place, without idle GPUs.
+    lonely = {s.id for s, w, _ in candidates if is_packed(w) and pool.alone(s.id)}
+    if not (pool.idle_count() or lonely):
+        return grown  # nothing to give (most re-plans of a full cluster): skip the heap
     heap = [(-spec.runtime_at(w), i) for i, (spec, w, _) in enumerate(candidates)]
     heapq.heapify(heap)
     width = {spec.id: w for spec, w, _ in candidates}
     cost = {spec.id: k for spec, _, k in candidates}
-    # A packed trial alone on its GPU can take the whole of it in place, without idle GPUs.
-    lonely = {s.id for s, w, _ in candidates if is_packed(w) and not pool.neighbours(s.id)}
     whole = pool.n
     while heap and (pool.idle_count() or lonely):
         _, i = heapq.heappop(heap)

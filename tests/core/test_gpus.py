@@ -163,6 +163,7 @@ def test_random_operations_keep_the_pool_feasible(
             new = pool.add_gpus(i % 3)
             assert all(g in pool.gpu_ids for g in new)
         assert_pool_feasible(pool, specs, PolicyConfig())
+        assert all(pool.alone(f"t{k}") == (not pool.neighbours(f"t{k}")) for k in range(12))
 
 
 def _state(pool: GpuPool) -> tuple:
