@@ -142,6 +142,18 @@ def _next_width(width: float) -> float:
     return 1.0 if is_packed(width) else width + 1.0
 
 
+def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whole: int,
+              ) -> float | None:
+    """The width ``hand_out`` would grow a trial to from ``w`` (``None``: it would not)."""
+    nxt = _next_width(w)
+    if (is_packed(w) and config.d_of(spec, whole) >= 2
+            and not spec.runtime_at(nxt) + cost < spec.runtime_at(w) - WIDTH_TOL):
+        nxt = 2.0  # its share runs as fast as a whole GPU (alpha ~ 1): only a gang gains
+    if nxt > config.d_of(spec, whole) or not spec.runtime_at(nxt) + cost < spec.runtime_at(w) - WIDTH_TOL:
+        return None
+    return nxt
+
+
 def hand_out(
     candidates: Sequence[tuple[TrialSpec, float, float]],
     pool: GpuPool,
@@ -163,24 +175,20 @@ def hand_out(
     lonely = {s.id for s, w, _ in candidates if is_packed(w) and pool.alone(s.id)}
     if not (pool.idle_count() or lonely):
         return grown  # nothing to give (most re-plans of a full cluster): skip the heap
-    heap = [(-spec.runtime_at(w), i) for i, (spec, w, _) in enumerate(candidates)]
+    whole = pool.n
+    # A trial that cannot gain from its next width is passed over whenever it comes up, with
+    # no effect: leave it out of the heap (most trials of a re-plan gain nothing).
+    heap = [(-spec.runtime_at(w), i) for i, (spec, w, k) in enumerate(candidates)
+            if _grows_to(spec, w, k, config, whole) is not None]
     heapq.heapify(heap)
     width = {spec.id: w for spec, w, _ in candidates}
     cost = {spec.id: k for spec, _, k in candidates}
-    whole = pool.n
     while heap and (pool.idle_count() or lonely):
         _, i = heapq.heappop(heap)
         spec = candidates[i][0]
         w = width[spec.id]
-        nxt = _next_width(w)
-        if (is_packed(w) and config.d_of(spec, whole) >= 2
-                and not spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL):
-            nxt = 2.0  # its share runs as fast as a whole GPU (alpha ~ 1): only a gang gains
-        if (
-            nxt > config.d_of(spec, whole)
-            or not spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL
-            or not (pool.idle_count() or spec.id in lonely)
-        ):
+        nxt = _grows_to(spec, w, cost[spec.id], config, whole)
+        if nxt is None or not (pool.idle_count() or spec.id in lonely):
             continue
         mates = pool.neighbours(spec.id)
         moved = (
