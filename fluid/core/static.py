@@ -101,19 +101,20 @@ def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> d
 
 
 def _start(
-    specs: Sequence[TrialSpec], widths: Sequence[float], pool: GpuPool, config: PolicyConfig
+    items: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
 ) -> tuple[list[Assignment], list[int], int]:
-    """``start_in_order`` on parallel lists: the started, the indices that waited, and the
-    index from which every trial waits (the pool was full), ``len(specs)`` if none."""
+    """``start_in_order`` on ``(trial, width)`` pairs read in order: the started, the indices
+    that waited, and the index from which every trial waits (the pool was full; no pair past
+    it was read), the number of pairs if none."""
     started: list[Assignment] = []
     skipped: list[int] = []
     # Whether a trial fits depends only on the pool and on (width, c, memory), and the pool
     # changes only when a trial starts: a shape that did not fit since then does not fit now.
     failed: set[tuple[float, int, float | None]] = set()
-    for k, spec in enumerate(specs):
+    k = -1
+    for k, (spec, width) in enumerate(items):
         if pool.is_full():
             return started, skipped, k  # 10,000-trial groups on 8 GPUs: the rest all wait
-        width = widths[k]
         c = config.c_of(spec)
         shape = (width, c, spec.memory)
         gpus = None if shape in failed else pool.place(spec.id, width, c, spec.memory)
@@ -123,7 +124,7 @@ def _start(
         else:
             failed.clear()
             started.append(Assignment(spec.id, width, gpus))
-    return started, skipped, len(specs)
+    return started, skipped, k + 1
 
 
 def start_in_order(
@@ -134,8 +135,18 @@ def start_in_order(
     Updates ``pool`` in place. Returns the started assignments and the still-waiting queue.
     """
     items = list(queue)
-    started, skipped, rest = _start([s for s, _ in items], [w for _, w in items], pool, config)
+    started, skipped, rest = _start(items, pool, config)
     return started, [items[k] for k in skipped] + items[rest:]
+
+
+def start_while_room(
+    queue: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
+) -> tuple[list[Assignment], int]:
+    """``start_in_order``'s started trials, reading ``queue`` lazily: only as far as the pool
+    has room (a long queue on a full cluster is not even built). Also returns how many pairs
+    were considered (placed or left waiting); every pair after them waits, in order."""
+    started, _, read = _start(queue, pool, config)
+    return started, read
 
 
 def _next_width(width: float) -> float:
@@ -219,7 +230,7 @@ def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfi
     order, fill = _water_fill(trials, pool.free_capacity(), config)
     ids = [t.id for t in order]
     widths = dict(zip(ids, fill, strict=True))
-    started, skipped, rest = _start(order, fill, pool, config)
+    started, skipped, rest = _start(zip(order, fill, strict=True), pool, config)
     if not skipped and rest == len(order):
         by_id = {t.id: t for t in trials}
         grown = hand_out([(by_id[a.trial_id], a.width, 0.0) for a in started], pool, config)

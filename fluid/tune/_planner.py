@@ -35,7 +35,7 @@ from fluid.core import (
     d_from_beta,
     dynamic_fluid,
     is_safe,
-    start_in_order,
+    start_while_room,
     static_fluid,
 )
 from fluid.tune._estimator import OverheadEstimator
@@ -83,6 +83,9 @@ class Planner:
         self.gpus = 0.0
         self.cpus: float | None = None  # CPUs of the cluster (None: not limited)
         self.queue: list[str] = []  # planned, waiting for capacity, in start order
+        # Whether the queue may be out of priority order: it grew, or a queued trial changed
+        # (its priority may have); sorting a queue of 10,000 at every plan dominated it.
+        self._queue_unsorted = False
         self.ready: list[str] = []  # placed in the plan, to be returned to Tune
         self.deficit = 0  # GPUs gone from the cluster but still in the plan (not yet idle)
         self.dirty = True
@@ -163,6 +166,7 @@ class Planner:
             self.ready.remove(rec.trial_id)
             rec.phase = Phase.QUEUED
             self.queue.insert(0, rec.trial_id)
+            self._queue_unsorted = True
 
     def replan(self, gid: int) -> None:
         """Have DynamicFluid look at group ``gid`` again at the next plan."""
@@ -249,6 +253,8 @@ class Planner:
         self._settled -= changed
         for tid in changed:
             rec = self._book.get(tid)
+            if rec is not None and rec.phase is Phase.QUEUED:
+                self._queue_unsorted = True
             new = (rec.group if rec is not None and rec.phase in LIVE and rec.width is not None
                    else None)
             old = self._live_group.get(tid)
@@ -310,12 +316,24 @@ class Planner:
         cfg = self._policy
         # Higher priorities first (promoted trials, survivors a rung waits on), then older
         # groups' waiting trials, then newly eligible ones; as many as CPUs allow.
-        self.queue.sort(key=lambda i: -self._book[i].priority)
-        queued, over = self._within_cpus([self._book[i] for i in self.queue], self._free_cpus())
-        started = [] if self.pool.is_full() else start_in_order(  # full: none would fit
-            [(self._placing_spec(r), r.width) for r in queued], self.pool, cfg)[0]
-        begun = {a.trial_id for a in started}
-        self.queue = [i for i in self.queue if i not in begun]
+        if self._book.changed:
+            self._take_changes()
+        if self._queue_unsorted:  # else sorting would leave it as it is (a stable sort)
+            self.queue.sort(key=lambda i: -self._book[i].priority)
+            self._queue_unsorted = False
+        book, ids = self._book, self.queue
+        if self.cpus is None:  # no CPUs to count: read the queue only as far as GPUs free up
+            over: list[TrialRecord] = []
+            pairs = ((self._placing_spec(book[i]), book[i].width) for i in ids)
+        else:
+            queued, over = self._within_cpus([book[i] for i in ids], self._free_cpus())
+            pairs = ((self._placing_spec(r), r.width) for r in queued)
+        started, read = start_while_room(pairs, self.pool, cfg)
+        if started:
+            begun = {a.trial_id for a in started}
+            if self.cpus is not None:
+                read = len(ids)  # ``read`` counts the trials whose CPUs fit, not the queue
+            self.queue = [i for i in ids[:read] if i not in begun] + ids[read:]
         self._mark_ready([a.trial_id for a in started])
         newly = [] if over else self._within_cpus(eligible(), self._free_cpus())[0]
         tiers = sorted({r.priority for r in newly}, reverse=True)  # what it waits on first
@@ -329,6 +347,7 @@ class Planner:
                 rec.phase = Phase.QUEUED
             self._mark_ready([a.trial_id for a in plan.started])
             self.queue += plan.waiting
+            self._queue_unsorted = True
             self._log_plan("static", gid, plan.widths)
             self._unready_over_cpus()
         if self.queue or self.ready or not self._dynamic:

@@ -104,3 +104,23 @@ def test_cached_specs_and_live_index_equal_a_recomputation(seed, prior, gpu_memo
             scan = [r for r in book.in_phase(LIVE) if r.group == g and r.width is not None]
             assert [id(r) for r in planner.live_of(g)] == [id(r) for r in scan], (step, g)
             assert running[g] == [fresh._running(r) for r in scan], (step, g)
+
+
+def test_queue_follows_a_priority_change_of_a_queued_trial():
+    # The queue is sorted by priority only when it may be out of order (it grew, or a queued
+    # trial changed): a promotion while queued must still start that trial first.
+    book = TrialBook()
+    est = _estimator(book, None, 1.0)
+    planner = Planner(book, est, FluidOptions(c=1, d=1).policy, dynamic=True, clock=lambda: 0.0)
+    planner.start(2.0)
+    recs = [TrialRecord(_trial(f"t{i}"), 0, 10) for i in range(5)]
+    for rec in recs:
+        book.add(rec)
+    planner.plan(lambda: recs)
+    assert planner.ready == ["t0", "t1"] and planner.queue == ["t2", "t3", "t4"]
+    planner.plan(lambda: [])  # sorted: nothing changes the order
+    assert planner.queue == ["t2", "t3", "t4"]
+    recs[4].priority = 1  # promoted while queued
+    planner.release(recs[0])
+    planner.plan(lambda: [])
+    assert planner.ready[-1] == "t4" and planner.queue == ["t2", "t3"]
