@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from fractions import Fraction
 
 from ray.tune.experiment import Trial
 
@@ -62,6 +63,12 @@ class OverheadEstimator:
         self._alpha_by_trial: dict[str, float] = {}
         self._beta_by_trial: dict[str, float] = {}
         self._mean_time: float | None = None  # mean iteration time of measured trials
+        # The mean kept as an exact sum (a Fraction: the same float as statistics.mean over
+        # them, whatever the order) of each measured trial's time, updated as a trial's
+        # samples change instead of recomputed over every trial ever measured.
+        self._times: dict[str, float] = {}
+        self._sum = Fraction(0)
+        book.on_add = self._recount
         # trial id -> ((alpha, beta, samples), median): every re-plan asks for the time of
         # every live trial, most of them unchanged since the last one.
         self._medians: dict[str, tuple[tuple, float]] = {}
@@ -118,7 +125,7 @@ class OverheadEstimator:
         rec.raw.setdefault(rec.actual, deque(maxlen=5)).append(float(dt))
         if len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) <= 3):
             self.refine_overheads(rec)
-        self._mean_time = None
+        self._recount(rec)
         return len(rec.samples) == 1 or new_width  # a first sample, or one at a new width
 
     def refine_overheads(self, rec: TrialRecord) -> None:
@@ -152,7 +159,7 @@ class OverheadEstimator:
                             sum(n for _, n in betas))
             self._beta_by_trial[tid] = rec.own_beta[0]
             self.beta = statistics.median(self._beta_by_trial.values())
-        self._mean_time = None  # one-GPU times depend on alpha and beta
+        self._recount(rec)  # one-GPU times depend on alpha and beta
 
     def iteration_time(self, rec: TrialRecord) -> float:
         """Median one-GPU seconds per iteration: its own one-GPU times when it has some, else
@@ -172,9 +179,20 @@ class OverheadEstimator:
             self._medians[rec.trial_id] = (inputs, median)
             return median
         if self._mean_time is None:
-            known = [self.iteration_time(r) for r in self._book.records.values() if r.samples]
-            self._mean_time = statistics.mean(known) if known else self.default_iteration_time
+            self._mean_time = (float(self._sum / len(self._times)) if self._times
+                               else self.default_iteration_time)
         return self._mean_time
+
+    def _recount(self, rec: TrialRecord) -> None:
+        """Take the trial's one-GPU time (that of the record ``rec`` replaces, if any) out of
+        the mean of measured trials and put its current one in (none without samples)."""
+        before = self._times.pop(rec.trial_id, None)
+        if before is not None:
+            self._sum -= Fraction(before)
+        if rec.samples:
+            now = self._times[rec.trial_id] = self.iteration_time(rec)
+            self._sum += Fraction(now)
+        self._mean_time = None
 
     def own_inputs(self, rec: TrialRecord) -> bool:
         """Whether the trial's ``iteration_time`` and ``memory`` rest on its own record only

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -152,6 +153,9 @@ class TrialBook:
         # Ids of records added or changed (any field set, or ``touch``) since the planner last
         # took them (``take_changed``).
         self.changed: set[str] = set()
+        # Called with each record filed (the estimator counts the measured ones as they
+        # come, not by a scan of every record).
+        self.on_add: Callable[[TrialRecord], None] | None = None
 
     def get(self, trial_id: str) -> TrialRecord | None:
         """The record of a trial, if seen."""
@@ -172,6 +176,8 @@ class TrialBook:
         self.records[rec.trial_id] = rec
         rec._book = self
         self._by_phase[rec.phase][rec.trial_id] = rec
+        if self.on_add is not None:
+            self.on_add(rec)
 
     def take_changed(self) -> set[str]:
         """Ids of the records added or changed since the last call (then forgotten)."""

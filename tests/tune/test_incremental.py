@@ -124,3 +124,35 @@ def test_queue_follows_a_priority_change_of_a_queued_trial():
     planner.release(recs[0])
     planner.plan(lambda: [])
     assert planner.ready[-1] == "t4" and planner.queue == ["t2", "t3"]
+
+
+def test_mean_iteration_time_equals_statistics_mean_over_the_book():
+    # The estimator keeps the mean one-GPU time of measured trials as an exact running sum;
+    # it must be the very float statistics.mean gives over every measured record now.
+    import statistics
+    from collections import deque
+
+    rng = random.Random(5)
+    book = TrialBook()
+    est = _estimator(book, None, None)
+    recs = []
+    for step in range(3000):
+        if not recs or rng.random() < 0.05:  # a new trial, now and then restored measured
+            rec = TrialRecord(_trial(f"t{len(recs)}"), 0, 20)
+            if rng.random() < 0.3:
+                rec.samples.extend([(rng.uniform(1, 9), 1.0), (rng.uniform(1, 9), 0.5)])
+            book.add(rec)
+            recs.append(rec)
+        elif rng.random() < 0.02:  # Tune re-adds a trial: a new record replaces the old
+            old = rng.choice(recs)
+            rec = TrialRecord(old.trial, 0, 20, samples=deque(old.samples, maxlen=5))
+            book.add(rec)
+            recs[recs.index(old)] = rec
+        else:
+            rec = rng.choice(recs)
+            rec.actual, rec.fresh_start = rng.choice([0.5, 1.0, 2.0]), False
+            est.observe(rec, rng.uniform(1.0, 9.0), float(step))
+        known = [est.iteration_time(r) for r in book.records.values() if r.samples]
+        want = statistics.mean(known) if known else est.default_iteration_time
+        unmeasured = TrialRecord(_trial("new"), 0, 20)
+        assert est.iteration_time(unmeasured) == want, step
