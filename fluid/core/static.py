@@ -156,13 +156,19 @@ def _next_width(width: float) -> float:
 def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whole: int,
               ) -> float | None:
     """The width ``hand_out`` would grow a trial to from ``w`` (``None``: it would not)."""
-    nxt = _next_width(w)
-    if (is_packed(w) and config.d_of(spec, whole) >= 2
-            and not spec.runtime_at(nxt) + cost < spec.runtime_at(w) - WIDTH_TOL):
-        nxt = 2.0  # its share runs as fast as a whole GPU (alpha ~ 1): only a gang gains
-    if nxt > config.d_of(spec, whole) or not spec.runtime_at(nxt) + cost < spec.runtime_at(w) - WIDTH_TOL:
+    # Each runtime and d_i computed once (pure functions: asked again, the same bits).
+    if not is_packed(w):
+        nxt = w + 1.0
+        if nxt > config.d_of(spec, whole):
+            return None
+        return nxt if spec.runtime_at(nxt) + cost < spec.runtime_at(w) - WIDTH_TOL else None
+    h_w = spec.runtime_at(w) - WIDTH_TOL
+    if spec.runtime_at(1.0) + cost < h_w:
+        return 1.0  # d_i >= 1 always
+    if config.d_of(spec, whole) < 2:
         return None
-    return nxt
+    # Its share runs as fast as a whole GPU (alpha ~ 1): only a gang of two gains.
+    return 2.0 if spec.runtime_at(2.0) + cost < h_w else None
 
 
 def hand_out(
