@@ -114,7 +114,14 @@ class TrialSpec:
 
     def with_runtime(self, runtime: float) -> TrialSpec:
         """The same trial with another remaining one-GPU runtime ``h_i1``."""
-        return replace(self, runtime=runtime)
+        if type(runtime) is not float or not 0 < runtime < math.inf:  # noqa: E721
+            return replace(self, runtime=runtime)  # checked, and named if wrong, as usual
+        # The other fields were checked when this spec was built (it is frozen): copy them
+        # rather than check them again (re-plans move the h_i1 of hundreds of trials).
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.__dict__["runtime"] = runtime
+        return other
 
 
 def allowed_widths(c: int, d: int, n: int | None = None) -> list[float]:

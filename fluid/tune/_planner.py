@@ -201,6 +201,8 @@ class Planner:
         if cached is not None and cached[0] == inputs:
             # A fresh spec's RunningTrial must be built while fresh (``_running``).
             spec, running = cached[1], None if own else cached[2]
+        elif cached is not None and cached[0][1:] == inputs[1:]:  # only h_i1 moved
+            spec, running = cached[1].with_runtime(inputs[0]), None
         else:
             spec, running = TrialSpec(tid, *inputs), None
         self._specs[tid] = (inputs, spec, running)
