@@ -253,10 +253,10 @@ class Planner:
         changed = self._book.take_changed()
         self._fresh -= changed
         self._settled -= changed
+        if self._book.reprioritized:  # a queued trial's priority may have changed
+            self._queue_unsorted, self._book.reprioritized = True, False
         for tid in changed:
             rec = self._book.get(tid)
-            if rec is not None and rec.phase is Phase.QUEUED:
-                self._queue_unsorted = True
             new = (rec.group if rec is not None and rec.phase in LIVE and rec.width is not None
                    else None)
             old = self._live_group.get(tid)
@@ -348,8 +348,11 @@ class Planner:
                 rec.width = plan.widths[rec.trial_id]
                 rec.phase = Phase.QUEUED
             self._mark_ready([a.trial_id for a in plan.started])
+            # The waiting trials all have this tier's priority: after trials of no lower
+            # priority, the queue stays sorted (trials arriving one by one: no sort each).
+            if plan.waiting and self.queue and self._book[self.queue[-1]].priority < recs[0].priority:
+                self._queue_unsorted = True
             self.queue += plan.waiting
-            self._queue_unsorted = True
             self._log_plan("static", gid, plan.widths)
             self._unready_over_cpus()
         if self.queue or self.ready or not self._dynamic:

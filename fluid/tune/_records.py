@@ -135,6 +135,8 @@ class TrialRecord:
         book = self.__dict__.get("_book")
         if book is not None:
             book.changed.add(self.trial.trial_id)
+            if name == "priority":
+                book.reprioritized = True
 
     def touch(self) -> None:
         """Tell the book that something of the record changed in place (its samples)."""
@@ -153,6 +155,7 @@ class TrialBook:
         # Ids of records added or changed (any field set, or ``touch``) since the planner last
         # took them (``take_changed``).
         self.changed: set[str] = set()
+        self.reprioritized = False  # a filed record's priority was set since the planner looked
         # Called with each record filed (the estimator counts the measured ones as they
         # come, not by a scan of every record).
         self.on_add: Callable[[TrialRecord], None] | None = None
