@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from fractions import Fraction
 
 from ray.tune.experiment import Trial
 
@@ -63,11 +62,12 @@ class OverheadEstimator:
         self._alpha_by_trial: dict[str, float] = {}
         self._beta_by_trial: dict[str, float] = {}
         self._mean_time: float | None = None  # mean iteration time of measured trials
-        # The mean kept as an exact sum (a Fraction: the same float as statistics.mean over
-        # them, whatever the order) of each measured trial's time, updated as a trial's
-        # samples change instead of recomputed over every trial ever measured.
+        # The mean kept as an exact sum of each measured trial's time, updated as a trial's
+        # samples change instead of recomputed over every trial ever measured: integers in
+        # units of 2**-1074 (the least float step), so the sum is exact whatever the order
+        # and the mean, one correctly rounded division, is statistics.mean's very float.
         self._times: dict[str, float] = {}
-        self._sum = Fraction(0)
+        self._sum = 0
         book.on_add = self._recount
         # trial id -> ((alpha, beta, samples), median): every re-plan asks for the time of
         # every live trial, most of them unchanged since the last one.
@@ -179,7 +179,7 @@ class OverheadEstimator:
             self._medians[rec.trial_id] = (inputs, median)
             return median
         if self._mean_time is None:
-            self._mean_time = (float(self._sum / len(self._times)) if self._times
+            self._mean_time = (self._sum / (len(self._times) << _EXACT_BITS) if self._times
                                else self.default_iteration_time)
         return self._mean_time
 
@@ -188,10 +188,10 @@ class OverheadEstimator:
         the mean of measured trials and put its current one in (none without samples)."""
         before = self._times.pop(rec.trial_id, None)
         if before is not None:
-            self._sum -= Fraction(before)
+            self._sum -= _exact(before)
         if rec.samples:
             now = self._times[rec.trial_id] = self.iteration_time(rec)
-            self._sum += Fraction(now)
+            self._sum += _exact(now)
         self._mean_time = None
 
     def own_inputs(self, rec: TrialRecord) -> bool:
@@ -221,6 +221,16 @@ class OverheadEstimator:
             return self.trial_memory
         known = [p for r in self._book.records.values() if (p := _peak_gb(r.trial)) is not None]
         return max(known) if known else self.gpu_memory
+
+
+#: Every finite float is an integer number of 2**-1074.
+_EXACT_BITS = 1074
+
+
+def _exact(x: float) -> int:
+    """``x`` in units of ``2**-_EXACT_BITS``, exactly."""
+    num, den = x.as_integer_ratio()  # den is a power of two, at most 2**1074
+    return num << (_EXACT_BITS - den.bit_length() + 1)
 
 
 def _shrunk(prior: float, own: tuple[float, int] | None) -> float:

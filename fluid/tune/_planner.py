@@ -439,7 +439,7 @@ class Planner:
         self._specs.pop(rec.trial_id, None)
         self._fresh.discard(rec.trial_id)
         self._settled.discard(rec.trial_id)
-        if rec.trial_id in self.queue:
+        if rec.phase is Phase.QUEUED and rec.trial_id in self.queue:  # queued: QUEUED only
             self.queue.remove(rec.trial_id)
         if rec.trial_id in self.ready:
             self.ready.remove(rec.trial_id)
