@@ -41,7 +41,7 @@ from fluid.core import (
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import _SEQ, LIVE, PLACED, Phase, TrialBook, TrialRecord, by_group
 from fluid.tune._resources import ResourceView, cpus_of_view
-from fluid.tune._shapes import cpus_in, describe, shape_of
+from fluid.tune._shapes import cpus_in, describe, shape_cpus, shape_of
 
 #: CPUs closer than this are the same (sums of fractional CPUs).
 CPU_TOL = 1e-6
@@ -123,7 +123,11 @@ class Planner:
         """CPUs of the trial's shape at ``width`` (default: its planned width, else the least
         it may get)."""
         w = width if width is not None else rec.width
-        return cpus_in(self.shape(rec, w if w is not None else rec.w_min or 1.0))
+        w = w if w is not None else rec.w_min or 1.0
+        if rec.request is None:  # Fluid's own shape: its CPUs depend on these alone
+            cpus = rec.cpus if self._cpus_per_trial is None else self._cpus_per_trial
+            return shape_cpus(w, cpus, self._cpus_per_worker)
+        return cpus_in(self.shape(rec, w))
 
     def _free_cpus(self) -> float | None:
         if self.cpus is None:

@@ -156,3 +156,17 @@ def test_mean_iteration_time_equals_statistics_mean_over_the_book():
         want = statistics.mean(known) if known else est.default_iteration_time
         unmeasured = TrialRecord(_trial("new"), 0, 20)
         assert est.iteration_time(unmeasured) == want, step
+
+
+@pytest.mark.parametrize("cpus_per_trial", [None, 1, 0.5])
+def test_remembered_shape_cpus_equal_those_of_the_built_shape(cpus_per_trial):
+    from fluid.tune._shapes import cpus_in
+
+    book = TrialBook()
+    planner = Planner(book, _estimator(book, None, None), FluidOptions().policy, dynamic=True,
+                      clock=lambda: 0.0, cpus_per_trial=cpus_per_trial, cpus_per_worker=0.5)
+    for width in [1 / 3, 0.5, 1.0, 2.0, 5.0]:
+        for cpus in [1.0, 2.0, 0.25]:
+            rec = TrialRecord(_trial("t"), 0, 5, cpus=cpus)
+            for _ in range(2):  # built, then remembered
+                assert planner.cpus_needed(rec, width) == cpus_in(planner.shape(rec, width))
