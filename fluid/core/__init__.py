@@ -36,6 +36,7 @@ from fluid.core.static import (
     StaticPlan,
     hand_out,
     start_in_order,
+    start_while_room,
     static_fluid,
     water_fill,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "simulate_group",
     "slowdown",
     "start_in_order",
+    "start_while_room",
     "static_fluid",
     "water_fill",
 ]

@@ -127,16 +127,19 @@ def dynamic_fluid(
     downs.sort(key=lambda r: -_area_saving(r.spec, r.width, target[r.spec.id], config.eps))
     shrunk: set[str] = set()
     # Nor may a shrink make the trial the group's new straggler: it would end the group later.
-    last_end = max(r.spec.runtime_at(r.width) for r in running)
+    last_end = max(r.spec.runtime_at(r.width) for r in running) if downs else 0.0
+    touched: set[str] = set()  # trials the pool was asked to move: the only ones that can
     for r in downs:
         if pool.idle_count() >= need:
             break
         if r.spec.runtime_at(target[r.spec.id]) + config.eps > last_end:
             continue
+        touched.add(r.spec.id)
         if _regrow(r.spec, r.width, target[r.spec.id], pool, config):
             current[r.spec.id] = target[r.spec.id]
             shrunk.add(r.spec.id)
     for r in sorted(ups, key=lambda r: -r.spec.runtime):  # longest trial first
+        touched.add(r.spec.id)
         if _regrow(r.spec, r.width, target[r.spec.id], pool, config):
             current[r.spec.id] = target[r.spec.id]
 
@@ -147,14 +150,20 @@ def dynamic_fluid(
         for r in running
         if r.resizable and r.spec.id not in shrunk
     ]
-    current.update(hand_out(candidates, pool, config))
+    grown = hand_out(candidates, pool, config)
+    current.update(grown)
+    touched.update(grown)
     # A gang shrunk and then grown back by hand_out can end at its old width on other GPUs:
     # that is a restart too, so report every trial whose GPUs changed, not only its width.
+    # Only trials the pool was asked to move can have (the others kept width and GPUs).
     plan.resized = []
-    now = pool.placements()
+    if not touched:
+        return plan
     for r in running:
         tid = r.spec.id
-        gpus = now.get(tid, ())
+        if tid not in touched:
+            continue
+        gpus = pool.where(tid)
         if abs(current[tid] - r.width) > WIDTH_TOL or gpus != held.get(tid, ()):
             plan.resized.append(Resize(tid, r.width, current[tid], gpus))
     return plan

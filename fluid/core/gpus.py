@@ -62,6 +62,9 @@ class GpuPool:
         self._by_used: list[tuple[float, int]] = []
         self._where: dict[str, tuple[int, ...]] = {}
         self._next_id = n
+        # GPUs whose ``_Gpu`` this pool may change in place; the others it shares with copies
+        # (``copy`` is made at every re-plan of hundreds of GPUs, most of them left as they are).
+        self._own: set[int] = set(self._gpus)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -118,6 +121,11 @@ class GpuPool:
             t for g in self._where.get(trial_id, ()) for t in self._gpus[g].shares if t != trial_id
         ]
 
+    def alone(self, trial_id: str) -> bool:
+        """Whether no other trial is on the GPUs of ``trial_id`` (``not neighbours``, faster)."""
+        gpus = self._gpus
+        return all(len(gpus[g].shares) == 1 for g in self._where.get(trial_id, ()))
+
     def placement(self) -> dict[int, list[tuple[str, float]]]:
         """``{gpu id: [(trial id, share), ...]}`` for every non-empty GPU."""
         return {
@@ -127,10 +135,8 @@ class GpuPool:
     def copy(self) -> GpuPool:
         """An independent copy (plans are made on copies when only proposed)."""
         other = GpuPool(0, self.memory)
-        other._gpus = {
-            g: _Gpu(dict(x.shares), dict(x.limits), dict(x.memory), x.used, x.limit)
-            for g, x in self._gpus.items()
-        }
+        other._gpus = dict(self._gpus)  # shared until either pool changes one (``_mine``)
+        self._own.clear()
         other._idle = list(self._idle)
         other._partial = set(self._partial)
         other._open = dict(self._open)
@@ -138,6 +144,15 @@ class GpuPool:
         other._where = dict(self._where)
         other._next_id = self._next_id
         return other
+
+    def _mine(self, g: int) -> _Gpu:
+        """GPU ``g``, to be changed: copied first if a copy of the pool shares it."""
+        gpu = self._gpus[g]
+        if g not in self._own:
+            gpu = _Gpu(dict(gpu.shares), dict(gpu.limits), dict(gpu.memory), gpu.used, gpu.limit)
+            self._gpus[g] = gpu
+            self._own.add(g)
+        return gpu
 
     # -- fitting -------------------------------------------------------------------------
     def _memory_ok(self, gpu: _Gpu, memory: float | None) -> bool:
@@ -217,7 +232,7 @@ class GpuPool:
             bisect.insort(self._by_used, key)
 
     def _take(self, g: int, trial_id: str, share: float, c: int, memory: float | None) -> None:
-        gpu = self._gpus[g]
+        gpu = self._mine(g)
         if not gpu.shares:
             del self._idle[bisect.bisect_left(self._idle, g)]
         gpu.shares[trial_id] = share
@@ -230,7 +245,7 @@ class GpuPool:
         self._set_partial(g, is_packed(share) and gpu.used < 1.0 - WIDTH_TOL)
 
     def _drop(self, g: int, trial_id: str) -> None:
-        gpu = self._gpus[g]
+        gpu = self._mine(g)
         del gpu.shares[trial_id]
         del gpu.limits[trial_id]
         gpu.memory.pop(trial_id, None)
@@ -298,6 +313,7 @@ class GpuPool:
         self._next_id += count
         for g in ids:
             self._gpus[g] = _Gpu()
+            self._own.add(g)
             bisect.insort(self._idle, g)
         return ids
 
@@ -311,5 +327,6 @@ class GpuPool:
             self.release(t)
         for g in gpu_ids:
             del self._gpus[g]
+            self._own.discard(g)
             del self._idle[bisect.bisect_left(self._idle, g)]
         return evicted

@@ -78,11 +78,14 @@ class TrialSpec:
 
     def __post_init__(self) -> None:
         # Fast path (specs are rebuilt at every plan); the checks below name what is wrong.
+        c, d, memory, w_min = self.c, self.d, self.memory, self.w_min
         if (type(self.runtime) is float and type(self.alpha) is float  # noqa: E721
                 and type(self.beta) is float and 0 < self.runtime < math.inf  # noqa: E721
                 and 1 <= self.alpha < math.inf and 1 <= self.beta < math.inf
-                and self.c is None and self.d is None and self.memory is None
-                and self.w_min is None):
+                and (c is None or (type(c) is int and c >= 1))  # noqa: E721
+                and (d is None or (type(d) is int and d >= 1))  # noqa: E721
+                and (memory is None or (type(memory) is float and 0 < memory < math.inf))  # noqa: E721
+                and (w_min is None or (type(w_min) is float and 0 < w_min < math.inf))):  # noqa: E721
             return
         try:
             check_number("runtime", self.runtime, 0, low_open=True, unit="seconds")
@@ -111,7 +114,14 @@ class TrialSpec:
 
     def with_runtime(self, runtime: float) -> TrialSpec:
         """The same trial with another remaining one-GPU runtime ``h_i1``."""
-        return replace(self, runtime=runtime)
+        if type(runtime) is not float or not 0 < runtime < math.inf:  # noqa: E721
+            return replace(self, runtime=runtime)  # checked, and named if wrong, as usual
+        # The other fields were checked when this spec was built (it is frozen): copy them
+        # rather than check them again (re-plans move the h_i1 of hundreds of trials).
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.__dict__["runtime"] = runtime
+        return other
 
 
 def allowed_widths(c: int, d: int, n: int | None = None) -> list[float]:

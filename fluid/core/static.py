@@ -113,19 +113,20 @@ def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> d
 
 
 def _start(
-    specs: Sequence[TrialSpec], widths: Sequence[float], pool: GpuPool, config: PolicyConfig
+    items: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
 ) -> tuple[list[Assignment], list[int], int]:
-    """``start_in_order`` on parallel lists: the started, the indices that waited, and the
-    index from which every trial waits (the pool was full), ``len(specs)`` if none."""
+    """``start_in_order`` on ``(trial, width)`` pairs read in order: the started, the indices
+    that waited, and the index from which every trial waits (the pool was full; no pair past
+    it was read), the number of pairs if none."""
     started: list[Assignment] = []
     skipped: list[int] = []
     # Whether a trial fits depends only on the pool and on (width, c, memory), and the pool
     # changes only when a trial starts: a shape that did not fit since then does not fit now.
     failed: set[tuple[float, int, float | None]] = set()
-    for k, spec in enumerate(specs):
+    k = -1
+    for k, (spec, width) in enumerate(items):
         if pool.is_full():
             return started, skipped, k  # 10,000-trial groups on 8 GPUs: the rest all wait
-        width = widths[k]
         c = config.c_of(spec)
         shape = (width, c, spec.memory)
         gpus = None if shape in failed else pool.place(spec.id, width, c, spec.memory)
@@ -135,7 +136,7 @@ def _start(
         else:
             failed.clear()
             started.append(Assignment(spec.id, width, gpus))
-    return started, skipped, len(specs)
+    return started, skipped, k + 1
 
 
 def start_in_order(
@@ -146,12 +147,40 @@ def start_in_order(
     Updates ``pool`` in place. Returns the started assignments and the still-waiting queue.
     """
     items = list(queue)
-    started, skipped, rest = _start([s for s, _ in items], [w for _, w in items], pool, config)
+    started, skipped, rest = _start(items, pool, config)
     return started, [items[k] for k in skipped] + items[rest:]
+
+
+def start_while_room(
+    queue: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
+) -> tuple[list[Assignment], int]:
+    """``start_in_order``'s started trials, reading ``queue`` lazily: only as far as the pool
+    has room (a long queue on a full cluster is not even built). Also returns how many pairs
+    were considered (placed or left waiting); every pair after them waits, in order."""
+    started, _, read = _start(queue, pool, config)
+    return started, read
 
 
 def _next_width(width: float) -> float:
     return 1.0 if is_packed(width) else width + 1.0
+
+
+def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whole: int,
+              ) -> float | None:
+    """The width ``hand_out`` would grow a trial to from ``w`` (``None``: it would not)."""
+    # Each runtime and d_i computed once (pure functions: asked again, the same bits).
+    if not is_packed(w):
+        nxt = w + 1.0
+        if nxt > config.d_of(spec, whole):
+            return None
+        return nxt if spec.runtime_at(nxt) + cost < spec.runtime_at(w) - WIDTH_TOL else None
+    h_w = spec.runtime_at(w) - WIDTH_TOL
+    if spec.runtime_at(1.0) + cost < h_w:
+        return 1.0  # d_i >= 1 always
+    if config.d_of(spec, whole) < 2:
+        return None
+    # Its share runs as fast as a whole GPU (alpha ~ 1): only a gang of two gains.
+    return 2.0 if spec.runtime_at(2.0) + cost < h_w else None
 
 
 def hand_out(
@@ -171,26 +200,24 @@ def hand_out(
     Updates ``pool``; returns ``{trial id: new width}`` for the trials that grew.
     """
     grown: dict[str, float] = {}
-    heap = [(-spec.runtime_at(w), i) for i, (spec, w, _) in enumerate(candidates)]
+    # A packed trial alone on its GPU can take the whole of it in place, without idle GPUs.
+    lonely = {s.id for s, w, _ in candidates if is_packed(w) and pool.alone(s.id)}
+    if not (pool.idle_count() or lonely):
+        return grown  # nothing to give (most re-plans of a full cluster): skip the heap
+    whole = pool.n
+    # A trial that cannot gain from its next width is passed over whenever it comes up, with
+    # no effect: leave it out of the heap (most trials of a re-plan gain nothing).
+    heap = [(-spec.runtime_at(w), i) for i, (spec, w, k) in enumerate(candidates)
+            if _grows_to(spec, w, k, config, whole) is not None]
     heapq.heapify(heap)
     width = {spec.id: w for spec, w, _ in candidates}
     cost = {spec.id: k for spec, _, k in candidates}
-    # A packed trial alone on its GPU can take the whole of it in place, without idle GPUs.
-    lonely = {s.id for s, w, _ in candidates if is_packed(w) and not pool.neighbours(s.id)}
-    whole = pool.n
     while heap and (pool.idle_count() or lonely):
         _, i = heapq.heappop(heap)
         spec = candidates[i][0]
         w = width[spec.id]
-        nxt = _next_width(w)
-        if (is_packed(w) and config.d_of(spec, whole) >= 2
-                and not spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL):
-            nxt = 2.0  # its share runs as fast as a whole GPU (alpha ~ 1): only a gang gains
-        if (
-            nxt > config.d_of(spec, whole)
-            or not spec.runtime_at(nxt) + cost[spec.id] < spec.runtime_at(w) - WIDTH_TOL
-            or not (pool.idle_count() or spec.id in lonely)
-        ):
+        nxt = _grows_to(spec, w, cost[spec.id], config, whole)
+        if nxt is None or not (pool.idle_count() or spec.id in lonely):
             continue
         mates = pool.neighbours(spec.id)
         moved = (
@@ -221,7 +248,7 @@ def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfi
     order, fill = _water_fill(trials, pool.free_capacity(), config)
     ids = [t.id for t in order]
     widths = dict(zip(ids, fill, strict=True))
-    started, skipped, rest = _start(order, fill, pool, config)
+    started, skipped, rest = _start(zip(order, fill, strict=True), pool, config)
     if not skipped and rest == len(order):
         by_id = {t.id: t for t in trials}
         grown = hand_out([(by_id[a.trial_id], a.width, 0.0) for a in started], pool, config)

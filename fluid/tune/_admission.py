@@ -104,7 +104,7 @@ def stranded(book: TrialBook, controller: Any) -> list[TrialRecord]:
     Fluid, running more trials at once, meets it more often. Such trials are finished: each
     reached its budget's last iteration.
     """
-    if book.in_phase(OUTSTANDING) or not compat.search_finished(controller):
+    if book.count(OUTSTANDING) or not compat.search_finished(controller):
         return []
     paused = book.in_phase(frozenset({Phase.PAUSED}))
     if any(r.trial.status == Trial.RUNNING for r in paused):

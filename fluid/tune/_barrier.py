@@ -22,6 +22,8 @@ import math
 
 from fluid.tune._records import Phase, TrialBook, TrialRecord
 
+_WAITING = frozenset({Phase.WAITING})
+
 
 def must_wait(book: TrialBook, rec: TrialRecord, until: int | None) -> bool:
     """Whether ``rec``, whose budget before its latest result was ``until``, waits now."""
@@ -33,8 +35,9 @@ def must_wait(book: TrialBook, rec: TrialRecord, until: int | None) -> bool:
 
 def released(book: TrialBook) -> list[TrialRecord]:
     """Waiting members whose group caught up: every other unfinished member reached them."""
-    return [r for r in book.in_phase(frozenset({Phase.WAITING}))
-            if _slowest_other(book, r) >= r.iteration]
+    if not book.count(_WAITING):  # asked at every controller step; almost always none
+        return []
+    return [r for r in book.in_phase(_WAITING) if _slowest_other(book, r) >= r.iteration]
 
 
 def held(book: TrialBook, rec: TrialRecord) -> bool:

@@ -22,14 +22,21 @@ ELIGIBLE_SCAN = 256
 
 
 @contextmanager
-def base_view(book: TrialBook, extra: dict[str, str] | None = None) -> Iterator[None]:
+def base_view(book: TrialBook, extra: dict[str, str] | None = None,
+              base: TrialScheduler | None = None) -> Iterator[None]:
     """Show the base scheduler every held trial with the status it expects.
 
     ``extra`` (trial id to status) masks more trials; real statuses come back afterwards,
-    except where the base changed a status meanwhile (it stopped the trial).
+    except where the base changed a status meanwhile (it stopped the trial). ``base``: the
+    scheduler about to look; a ``FIFOScheduler``'s hooks other than ``choose_trial_to_run``
+    read no status, so nothing is masked for them (every result would visit every held trial).
     """
+    if type(base) is FIFOScheduler and not extra:
+        yield
+        return
     shown: list[tuple[Trial, str, str]] = []
-    for rec in book.in_phase(MASKED):
+    # Each trial is masked and restored on its own: their order does not matter.
+    for rec in book.unordered(MASKED):
         want = rec.base_status if rec.phase is not Phase.RESIZING else Trial.RUNNING
         if rec.trial.status != want:
             shown.append((rec.trial, rec.trial.status, want))

@@ -62,6 +62,13 @@ class OverheadEstimator:
         self._alpha_by_trial: dict[str, float] = {}
         self._beta_by_trial: dict[str, float] = {}
         self._mean_time: float | None = None  # mean iteration time of measured trials
+        # The mean kept as an exact sum of each measured trial's time, updated as a trial's
+        # samples change instead of recomputed over every trial ever measured: integers in
+        # units of 2**-1074 (the least float step), so the sum is exact whatever the order
+        # and the mean, one correctly rounded division, is statistics.mean's very float.
+        self._times: dict[str, float] = {}
+        self._sum = 0
+        book.on_add = self._recount
         # trial id -> ((alpha, beta, samples), median): every re-plan asks for the time of
         # every live trial, most of them unchanged since the last one.
         self._medians: dict[str, tuple[tuple, float]] = {}
@@ -118,11 +125,12 @@ class OverheadEstimator:
         elif dt is None or not rec.actual or (rec.fresh_start and rec.samples):
             return False
         rec.samples.append((float(dt), rec.actual))
+        rec.touch()
         new_width = rec.actual not in rec.raw
         rec.raw.setdefault(rec.actual, deque(maxlen=5)).append(float(dt))
         if len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) <= 3):
             self.refine_overheads(rec)
-        self._mean_time = None
+        self._recount(rec)
         return len(rec.samples) == 1 or new_width  # a first sample, or one at a new width
 
     def refine_overheads(self, rec: TrialRecord) -> None:
@@ -156,7 +164,7 @@ class OverheadEstimator:
                             sum(n for _, n in betas))
             self._beta_by_trial[tid] = rec.own_beta[0]
             self.beta = statistics.median(self._beta_by_trial.values())
-        self._mean_time = None  # one-GPU times depend on alpha and beta
+        self._recount(rec)  # one-GPU times depend on alpha and beta
 
     def iteration_time(self, rec: TrialRecord) -> float:
         """Median one-GPU seconds per iteration: its own one-GPU times when it has some, else
@@ -176,9 +184,31 @@ class OverheadEstimator:
             self._medians[rec.trial_id] = (inputs, median)
             return median
         if self._mean_time is None:
-            known = [self.iteration_time(r) for r in self._book.records.values() if r.samples]
-            self._mean_time = statistics.mean(known) if known else self.default_iteration_time
+            self._mean_time = (self._sum / (len(self._times) << _EXACT_BITS) if self._times
+                               else self.default_iteration_time)
         return self._mean_time
+
+    def _recount(self, rec: TrialRecord) -> None:
+        """Take the trial's one-GPU time (that of the record ``rec`` replaces, if any) out of
+        the mean of measured trials and put its current one in (none without samples)."""
+        before = self._times.pop(rec.trial_id, None)
+        if before is not None:
+            self._sum -= _exact(before)
+        if rec.samples:
+            now = self._times[rec.trial_id] = self.iteration_time(rec)
+            self._sum += _exact(now)
+        self._mean_time = None
+
+    def own_inputs(self, rec: TrialRecord) -> bool:
+        """Whether the trial's ``iteration_time`` and ``memory`` rest on its own record only
+        (not on other trials' measurements): they then change only when its record does (a
+        result sets its ``iteration``; its ``last_result`` changes only with a result)."""
+        return bool(rec.raw.get(1.0) or rec.samples) and self.own_memory(rec)
+
+    def own_memory(self, rec: TrialRecord) -> bool:
+        """Whether ``memory`` of the trial rests on its own record only (or on no trial)."""
+        return (self.gpu_memory is None or self.trial_memory is not None
+                or _peak_gb(rec.trial) is not None)
 
     def memory(self, rec: TrialRecord) -> float | None:
         """GB a trial needs on a GPU, for memory-safe packing (only with ``gpu_memory``).
@@ -196,6 +226,16 @@ class OverheadEstimator:
             return self.trial_memory
         known = [p for r in self._book.records.values() if (p := _peak_gb(r.trial)) is not None]
         return max(known) if known else self.gpu_memory
+
+
+#: Every finite float is an integer number of 2**-1074.
+_EXACT_BITS = 1074
+
+
+def _exact(x: float) -> int:
+    """``x`` in units of ``2**-_EXACT_BITS``, exactly."""
+    num, den = x.as_integer_ratio()  # den is a power of two, at most 2**1074
+    return num << (_EXACT_BITS - den.bit_length() + 1)
 
 
 def _shrunk(prior: float, own: tuple[float, int] | None) -> float:

@@ -348,7 +348,7 @@ class FluidExecutor(TrialScheduler):
         rec.phase = Phase.RUNNING
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function
         rec.checkpoints = rec.checkpoints or checkpointed
-        with base_view(self._book):
+        with base_view(self._book, base=self.base):
             decision = self.base.on_trial_result(tune_controller, trial, result)
         if (decision == TrialScheduler.CONTINUE and checkpointed
                 and barrier.must_wait(self._book, rec, until)):
@@ -377,19 +377,19 @@ class FluidExecutor(TrialScheduler):
     def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
         """Free the trial's GPUs, then tell the base."""
         self._depart(trial)
-        with base_view(self._book):
+        with base_view(self._book, base=self.base):
             self.base.on_trial_complete(tune_controller, trial, result)
 
     def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
         """Free the trial's GPUs, then tell the base."""
         self._depart(trial)
-        with base_view(self._book):
+        with base_view(self._book, base=self.base):
             self.base.on_trial_error(tune_controller, trial)
 
     def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
         """Free the trial's GPUs, then tell the base."""
         self._depart(trial)
-        with base_view(self._book):
+        with base_view(self._book, base=self.base):
             self.base.on_trial_remove(tune_controller, trial)
 
     def _out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
@@ -421,7 +421,7 @@ class FluidExecutor(TrialScheduler):
 
     def outstanding(self) -> int:
         """Trials held or running: what a model-based searcher has in flight."""
-        return len(self._book.in_phase(OUTSTANDING))
+        return self._book.count(OUTSTANDING)
 
     def get_trial(self, trial_id: str) -> Trial | None:
         """The Tune trial of that id, if Fluid has seen it."""

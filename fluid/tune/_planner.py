@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from ray.tune.experiment import Trial
@@ -38,42 +37,22 @@ from fluid.core import (
     TrialSpec,
     c_from_alpha,
     d_from_beta,
-    dynamic_fluid,
-    is_safe,
-    slowdown,
-    start_in_order,
+    start_while_room,
     static_fluid,
 )
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._records import LIVE, PLACED, Phase, TrialBook, TrialRecord, by_group
+from fluid.tune._records import _SEQ, LIVE, PLACED, Phase, TrialBook, TrialRecord, by_group
+from fluid.tune._resizing import CPU_TOL, MAX_RESIZES, PROBE_D, Resizing
 from fluid.tune._resources import ResourceView, cpus_of_view
-from fluid.tune._shapes import cpus_in, describe, request_width, shape_of
+from fluid.tune._shapes import cpus_in, describe, request_width, shape_cpus, shape_of
 
-#: CPUs closer than this are the same (sums of fractional CPUs).
-CPU_TOL = 1e-6
-#: A resize is made only if its predicted gain exceeds this many times the measured ``eps``.
-RESIZE_GAIN = 10.0
-#: A trial grows into idle GPUs (no other trial moves) if that gains this many times ``eps``.
-IDLE_GAIN = 2.0
-#: Most resizes Fluid makes of one trial while its budget (its rung) stays the same.
-MAX_RESIZES = 2
-#: Widest gang of a trial whose own ``beta_i`` is not measured yet (the probe).
-PROBE_D = 2
 #: A trial of priority > 0 may be packed only if its own measured ``alpha_i`` is below this.
 PRIORITY_ALPHA = 1.05
-#: A gang probe on idle GPUs is made only for a trial with at least this many ``eps`` of
-#: one-GPU work left: if gangs gain nothing (``beta_i >= 2``), the probe costs one restart and
-#: the undo another, at most ``2 / PROBE_MIN_EPS`` of the trial's remaining time.
-PROBE_MIN_EPS = 80.0
-#: No more probes once the median measured ``beta_i`` makes a gang of ``PROBE_D`` take more
-#: than this share of one GPU's time (``f(PROBE_D)``): the configurations of one experiment
-#: share their model family and hardware, so their scaling is alike.
-PROBE_STOP = 0.9
 
 logger = logging.getLogger("fluid")
 
 
-class Planner:
+class Planner(Resizing):
     """Fluid's GPU plan of one experiment: the queue, the trials ready to start, the pool.
 
     Args:
@@ -99,6 +78,9 @@ class Planner:
         self.gpus = 0.0
         self.cpus: float | None = None  # CPUs of the cluster (None: not limited)
         self.queue: list[str] = []  # planned, waiting for capacity, in start order
+        # Whether the queue may be out of priority order: it grew, or a queued trial changed
+        # (its priority may have); sorting a queue of 10,000 at every plan dominated it.
+        self._queue_unsorted = False
         self.ready: list[str] = []  # placed in the plan, to be returned to Tune
         self.deficit = 0  # GPUs gone from the cluster but still in the plan (not yet idle)
         self.dirty = True
@@ -107,12 +89,25 @@ class Planner:
         # trial id -> (spec inputs, TrialSpec, RunningTrial or None): a re-plan looks at every
         # live trial, most unchanged since the last one; rebuilding them dominated its cost.
         self._specs: dict[str, tuple[tuple, TrialSpec, RunningTrial | None]] = {}
+        # Ids whose cached spec (and RunningTrial, if any) is exact without recomputing its
+        # inputs: the record has not changed since (``TrialBook.changed``) and the spec rests
+        # on the record alone (``_own_spec``).
+        self._fresh: set[str] = set()
+        # Ids whose record has not changed since their spec was cached (``_placing_spec``).
+        self._settled: set[str] = set()
+        # Live trials with a width, by group (what DynamicFluid re-sizes), kept from the
+        # book's changes instead of a scan of every live trial at every re-plan of a group.
+        self._live: dict[int, dict[str, TrialRecord]] = {}
+        self._live_group: dict[str, int] = {}  # trial id -> its group in ``_live``
+        self._live_sorted: dict[int, list[TrialRecord]] = {}  # in order of addition
 
     def start(self, gpus: float, cpus: float | None = None) -> None:
         """Plan on a cluster of ``gpus`` GPUs (whole GPUs only) and ``cpus`` CPUs (``None``:
         CPUs are not counted)."""
         self.gpus, self.cpus = gpus, cpus
         self.pool = GpuPool(int(math.floor(gpus)), self._policy.gpu_memory)
+        self._fresh.clear()  # ``d_i`` depends on the GPUs
+        self._settled.clear()
 
     def shape(self, rec: TrialRecord, width: float) -> Any:
         """The ``PlacementGroupFactory`` the trial runs in at ``width`` GPUs."""
@@ -123,7 +118,11 @@ class Planner:
         """CPUs of the trial's shape at ``width`` (default: its planned width, else the least
         it may get)."""
         w = width if width is not None else rec.width
-        return cpus_in(self.shape(rec, w if w is not None else rec.w_min or 1.0))
+        w = w if w is not None else rec.w_min or 1.0
+        if rec.request is None:  # Fluid's own shape: its CPUs depend on these alone
+            cpus = rec.cpus if self._cpus_per_trial is None else self._cpus_per_trial
+            return shape_cpus(w, cpus, self._cpus_per_worker)
+        return cpus_in(self.shape(rec, w))
 
     def _free_cpus(self) -> float | None:
         if self.cpus is None:
@@ -166,6 +165,7 @@ class Planner:
             self.ready.remove(rec.trial_id)
             rec.phase = Phase.QUEUED
             self.queue.insert(0, rec.trial_id)
+            self._queue_unsorted = True
 
     def replan(self, gid: int) -> None:
         """Have DynamicFluid look at group ``gid`` again at the next plan."""
@@ -182,9 +182,39 @@ class Planner:
         trial of priority > 0 whose own measured ``alpha_i`` is not below ``PRIORITY_ALPHA``,
         and at most what its ``min_share`` allows (it ran out of GPU memory at a smaller one).
         """
-        est, cfg = self._estimator, self._policy
+        if self._book.changed:
+            self._take_changes()
+        tid = rec.trial_id
+        if tid in self._fresh:
+            return self._specs[tid][1]
+        est = self._estimator
         until = rec.until if rec.until is not None else self._book.default_until(rec)
         left = max(1, until - rec.iteration)
+        if tid in self._settled:  # record unchanged: only what rests on other trials moved
+            inputs = self._specs[tid][0]
+            alpha, beta, c, d, w_min = *inputs[1:5], inputs[6]
+        else:
+            alpha, beta, c, d, w_min = self._limits(rec)
+        inputs = (left * est.iteration_time(rec), alpha, beta, c, d, est.memory(rec), w_min)
+        own = rec.until is not None and est.own_inputs(rec)
+        cached = self._specs.get(tid)
+        if cached is not None and cached[0] == inputs:
+            # A fresh spec's RunningTrial must be built while fresh (``_running``).
+            spec, running = cached[1], None if own else cached[2]
+        elif cached is not None and cached[0][1:] == inputs[1:]:  # only h_i1 moved
+            spec, running = cached[1].with_runtime(inputs[0]), None
+        else:
+            spec, running = TrialSpec(tid, *inputs), None
+        self._specs[tid] = (inputs, spec, running)
+        self._settled.add(tid)
+        if own:
+            self._fresh.add(tid)
+        return spec
+
+    def _limits(self, rec: TrialRecord) -> tuple[float, float, int, int, float | None]:
+        """``alpha_i``, ``beta_i``, ``c_i``, ``d_i`` and ``w_min`` of a trial (its record, its
+        group and the GPUs)."""
+        est, cfg = self._estimator, self._policy
         alpha, beta = est.alpha_of(rec), est.beta_of(rec)
         # A trainable that is not elastic runs on one GPU, or on the GPUs it asked for.
         if rec.elastic and cfg.d is not None and self.exact_limits:
@@ -213,14 +243,54 @@ class Planner:
             whole = rec.elastic or rec.request is not None
             w_min = max(1.0, request_width(rec.asked)) if whole else 1.0
             c, d = 1, int(w_min)
-        inputs = (left * est.iteration_time(rec), alpha, beta, max(1, c), d, est.memory(rec),
-                  w_min)
-        cached = self._specs.get(rec.trial_id)
-        if cached is not None and cached[0] == inputs:
-            return cached[1]
-        spec = TrialSpec(rec.trial_id, *inputs)
-        self._specs[rec.trial_id] = (inputs, spec, None)
-        return spec
+        return alpha, beta, max(1, c), d, w_min
+
+    def _placing_spec(self, rec: TrialRecord) -> TrialSpec:
+        """A spec to place a queued trial with: ``start_in_order`` reads only its id, ``c_i``
+        and memory, which rest on the record alone (memory too, ``own_memory``), so the cached
+        spec serves while the record is unchanged, although an unmeasured trial's ``h_i1``
+        (the mean over measured trials) moves with every result of any other trial."""
+        if self._book.changed:
+            self._take_changes()
+        if rec.trial_id in self._settled and self._estimator.own_memory(rec):
+            return self._specs[rec.trial_id][1]
+        return self.spec(rec)
+
+    def _take_changes(self) -> None:
+        """Forget the cached specs of the records changed since the last call and move them
+        in or out of the live-by-group index."""
+        changed = self._book.take_changed()
+        self._fresh -= changed
+        self._settled -= changed
+        if self._book.reprioritized:  # a queued trial's priority may have changed
+            self._queue_unsorted, self._book.reprioritized = True, False
+        for tid in changed:
+            rec = self._book.get(tid)
+            new = (rec.group if rec is not None and rec.phase in LIVE and rec.width is not None
+                   else None)
+            old = self._live_group.get(tid)
+            if old == new and (new is None or self._live[new][tid] is rec):
+                continue
+            if old is not None:
+                del self._live[old][tid], self._live_group[tid]
+                self._live_sorted.pop(old, None)
+                if not self._live[old]:
+                    del self._live[old]
+            if new is not None:
+                assert rec is not None
+                self._live.setdefault(new, {})[tid] = rec
+                self._live_group[tid] = new
+                self._live_sorted.pop(new, None)
+
+    def live_of(self, gid: int) -> list[TrialRecord]:
+        """Live trials of group ``gid`` with a width, in the order they were added."""
+        if self._book.changed:
+            self._take_changes()
+        found = self._live_sorted.get(gid)
+        if found is None:
+            found = sorted(self._live.get(gid, {}).values(), key=_SEQ)
+            self._live_sorted[gid] = found
+        return list(found)
 
     def _keeps_shape(self, rec: TrialRecord) -> bool:
         """The trial's TrialGroup keeps plain Tune's shapes (``keep_shape``, PBT)."""
@@ -230,15 +300,30 @@ class Planner:
     def _running(self, rec: TrialRecord) -> RunningTrial:
         """``RunningTrial`` of a live trial, the one of the last re-plan if nothing changed."""
         spec = self.spec(rec)
+        inputs, _, old = self._specs[rec.trial_id]
+        if old is not None and rec.trial_id in self._fresh:
+            return old
         resizable = (rec.checkpoints and rec.phase is Phase.RUNNING
                      and rec.budget_resizes < MAX_RESIZES)
-        inputs, _, old = self._specs[rec.trial_id]
         if old is not None and old.spec is spec and (old.width, old.resizable) == (
                 rec.width, resizable):
             return old
         running = RunningTrial(spec, rec.width, resizable)
         self._specs[rec.trial_id] = (inputs, spec, running)
         return running
+
+    def _running_all(self, live: list[TrialRecord]) -> list[RunningTrial]:
+        """``_running`` of each trial; those fresh since the last re-plan without a call each
+        (a re-plan visits every live trial of the group, most of them unchanged)."""
+        if self._book.changed:
+            self._take_changes()
+        fresh, specs = self._fresh, self._specs
+        out = []
+        for r in live:
+            tid = r.trial.trial_id
+            old = specs[tid][2] if tid in fresh else None
+            out.append(old if old is not None else self._running(r))
+        return out
 
     def plan(self, eligible: Callable[[], list[TrialRecord]]) -> None:
         """Start queued trials, size the trials ``eligible()`` returns, then re-size groups."""
@@ -247,11 +332,24 @@ class Planner:
         cfg = self._policy
         # Higher priorities first (promoted trials, survivors a rung waits on), then older
         # groups' waiting trials, then newly eligible ones; as many as CPUs allow.
-        self.queue.sort(key=lambda i: -self._book[i].priority)
-        queued, over = self._within_cpus([self._book[i] for i in self.queue], self._free_cpus())
-        started, _ = start_in_order([(self.spec(r), r.width) for r in queued], self.pool, cfg)
-        begun = {a.trial_id for a in started}
-        self.queue = [i for i in self.queue if i not in begun]
+        if self._book.changed:
+            self._take_changes()
+        if self._queue_unsorted:  # else sorting would leave it as it is (a stable sort)
+            self.queue.sort(key=lambda i: -self._book[i].priority)
+            self._queue_unsorted = False
+        book, ids = self._book, self.queue
+        if self.cpus is None:  # no CPUs to count: read the queue only as far as GPUs free up
+            over: list[TrialRecord] = []
+            pairs = ((self._placing_spec(book[i]), book[i].width) for i in ids)
+        else:
+            queued, over = self._within_cpus([book[i] for i in ids], self._free_cpus())
+            pairs = ((self._placing_spec(r), r.width) for r in queued)
+        started, read = start_while_room(pairs, self.pool, cfg)
+        if started:
+            begun = {a.trial_id for a in started}
+            if self.cpus is not None:
+                read = len(ids)  # ``read`` counts the trials whose CPUs fit, not the queue
+            self.queue = [i for i in ids[:read] if i not in begun] + ids[read:]
         self._mark_ready([a.trial_id for a in started])
         newly = [] if over else self._within_cpus(eligible(), self._free_cpus())[0]
         tiers = sorted({r.priority for r in newly}, reverse=True)  # what it waits on first
@@ -264,6 +362,10 @@ class Planner:
                 rec.width = plan.widths[rec.trial_id]
                 rec.phase = Phase.QUEUED
             self._mark_ready([a.trial_id for a in plan.started])
+            # The waiting trials all have this tier's priority: after trials of no lower
+            # priority, the queue stays sorted (trials arriving one by one: no sort each).
+            if plan.waiting and self.queue and self._book[self.queue[-1]].priority < recs[0].priority:
+                self._queue_unsorted = True
             self.queue += plan.waiting
             self._log_plan("static", gid, plan.widths)
             self._unready_over_cpus()
@@ -273,97 +375,6 @@ class Planner:
             self._resize_group(gid, cfg)
         self.replan_groups.clear()
         self._probe_gangs(cfg)
-
-    def _probe_gangs(self, cfg: PolicyConfig) -> None:
-        """Idle GPUs that nobody waits for go to running trials as gang probes of ``PROBE_D``.
-
-        A candidate is elastic, resizable, on one GPU, its one-GPU time measured but not its
-        ``beta_i``, and has ``h_i1 >= PROBE_MIN_EPS x eps`` left; the algorithm's priority
-        first (what a rung waits on), then the longest ``h_i1`` (the straggler). The guard is
-        not asked: under the prior a gang gains nothing, which is what the probe tests; its
-        cost is bounded by ``PROBE_MIN_EPS``. A user's ``d = 1`` means no gang, no probe; nor
-        once the trials measured so far say gangs of ``PROBE_D`` gain under ``1 - PROBE_STOP``.
-        """
-        assert self.pool is not None
-        if self.pool.idle_count() < PROBE_D - 1 or (cfg.d is not None and cfg.d < PROBE_D):
-            return
-        measured = self._estimator.measured_beta
-        if measured is not None and slowdown(PROBE_D, beta=measured) > PROBE_STOP:
-            return  # the trials measured so far scale too badly: this experiment's gangs lose
-        floor = PROBE_MIN_EPS * self._estimator.eps
-        candidates = [
-            (r, self.spec(r)) for r in self._book.in_phase(frozenset({Phase.RUNNING}))
-            if r.elastic and r.width == 1.0 and r.own_beta is None and r.samples
-            and r.checkpoints and r.budget_resizes < MAX_RESIZES and not self._keeps_shape(r)
-        ]
-        candidates.sort(key=lambda rs: (-rs[0].priority, -rs[1].runtime))
-        for rec, spec in candidates:
-            if self.pool.idle_count() < PROBE_D - 1:
-                return
-            if spec.runtime < floor:
-                continue
-            free = self._free_cpus()
-            extra = self.cpus_needed(rec, PROBE_D) - self.cpus_needed(rec)
-            if free is not None and extra > free + CPU_TOL:
-                continue
-            self.pool.grow_gang(rec.trial_id, PROBE_D - 1)
-            rec.width = float(PROBE_D)
-            self._log_plan("probe", rec.group, {rec.trial_id: rec.width})
-
-    def _resize_group(self, gid: int, cfg: PolicyConfig) -> None:
-        assert self.pool is not None
-        live = [r for r in self._book.in_phase(LIVE) if r.group == gid and r.width is not None]
-        if not live:
-            return
-        self._undo_slow_gangs(live)
-        running = [self._running(r) for r in live]
-        # Plan on a copy: the plan is dropped if the guard rejects it or if its gangs need
-        # more CPUs than there are. A resize must gain RESIZE_GAIN x eps (anti-oscillation).
-        eps = self._estimator.eps
-        pool = self.pool.copy()
-        plan = dynamic_fluid(running, [], pool, replace(cfg, eps=RESIZE_GAIN * eps))
-        if not plan.resized and self.pool.idle_count():
-            # Idle GPUs nobody waits for: growing into them moves no other trial, so the
-            # anti-oscillation margin is not needed, only a gain of IDLE_GAIN x eps.
-            pool = self.pool.copy()
-            plan = dynamic_fluid(running, [], pool, replace(cfg, eps=IDLE_GAIN * eps))
-            if any(z.new_width <= z.old_width for z in plan.resized):
-                return
-        if not plan.resized:
-            return
-        specs = {r.spec.id: r.spec for r in running}
-        current = {r.spec.id: r.width for r in running}
-        widths = {**current, **{z.trial_id: z.new_width for z in plan.resized}}
-        top = max(r.priority for r in live)
-        leaders = [r.trial_id for r in live if r.priority == top]
-        if not is_safe(specs, widths, current, leaders, eps):
-            return  # the leading trials would end later than they do now: keep the plan
-        free = self._free_cpus()
-        if free is not None and sum(self.cpus_needed(self._book[z.trial_id], z.new_width)
-                                    - self.cpus_needed(self._book[z.trial_id])
-                                    for z in plan.resized) > free + CPU_TOL:
-            return  # the gang workers would need CPUs the cluster does not have
-        self.pool = pool
-        for z in plan.resized:
-            self._book[z.trial_id].width = z.new_width
-        if plan.resized:
-            self._log_plan("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
-
-    def _undo_slow_gangs(self, live: list[TrialRecord]) -> None:
-        """A gang whose own measured ``beta_i`` makes it slower than one GPU, even counting a
-        restart (``h_i(1) + eps < h_i(w)``), goes back to one GPU (DynamicFluid only shrinks
-        to free GPUs that others need; a failed probe must not run on at its slow width)."""
-        assert self.pool is not None
-        eps = self._estimator.eps
-        for r in live:
-            if (r.width is None or r.width < 2 or r.own_beta is None or r.phase is not Phase.RUNNING
-                    or not r.checkpoints or r.budget_resizes >= MAX_RESIZES + 1):
-                continue
-            spec = self.spec(r)
-            if spec.runtime_at(1.0) + eps < spec.runtime_at(r.width):
-                self.pool.shrink_gang(r.trial_id, 1)
-                self._log_plan("dynamic", r.group, {r.trial_id: 1.0})
-                r.width = 1.0
 
     def _mark_ready(self, ids: list[str]) -> None:
         for i in ids:
@@ -393,7 +404,9 @@ class Planner:
         if self.pool is not None:
             self.pool.release(rec.trial_id)
         self._specs.pop(rec.trial_id, None)
-        if rec.trial_id in self.queue:
+        self._fresh.discard(rec.trial_id)
+        self._settled.discard(rec.trial_id)
+        if rec.phase is Phase.QUEUED and rec.trial_id in self.queue:  # queued: QUEUED only
             self.queue.remove(rec.trial_id)
         if rec.trial_id in self.ready:
             self.ready.remove(rec.trial_id)
@@ -417,6 +430,8 @@ class Planner:
             self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
                                   "widths": {}, "gpus": gpus})
             self.gpus = gpus
+            self._fresh.clear()  # ``d_i`` depends on the GPUs
+            self._settled.clear()
             target = int(math.floor(gpus))
             have = self.pool.n - self.deficit
             if target > have:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -127,6 +128,21 @@ class TrialRecord:
         """The Tune trial id."""
         return self.trial.trial_id
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Any field set tells the book (``TrialBook.changed``): the planner then rebuilds this
+        # trial's spec and group membership only, not those of every live trial.
+        object.__setattr__(self, name, value)
+        book = self.__dict__.get("_book")
+        if book is not None:
+            book.changed.add(self.trial.trial_id)
+            if name == "priority":
+                book.reprioritized = True
+
+    def touch(self) -> None:
+        """Tell the book that something of the record changed in place (its samples)."""
+        if self._book is not None:
+            self._book.changed.add(self.trial_id)
+
 
 class TrialBook:
     """Every trial Fluid has seen (insertion order) and every TrialGroup declared."""
@@ -136,6 +152,13 @@ class TrialBook:
         self.groups: dict[int, TrialGroup] = {}
         # Records by phase, kept up to date by ``TrialRecord.phase`` (``_PhaseSlot``).
         self._by_phase: dict[Phase, dict[str, TrialRecord]] = {p: {} for p in Phase}
+        # Ids of records added or changed (any field set, or ``touch``) since the planner last
+        # took them (``take_changed``).
+        self.changed: set[str] = set()
+        self.reprioritized = False  # a filed record's priority was set since the planner looked
+        # Called with each record filed (the estimator counts the measured ones as they
+        # come, not by a scan of every record).
+        self.on_add: Callable[[TrialRecord], None] | None = None
 
     def get(self, trial_id: str) -> TrialRecord | None:
         """The record of a trial, if seen."""
@@ -156,6 +179,13 @@ class TrialBook:
         self.records[rec.trial_id] = rec
         rec._book = self
         self._by_phase[rec.phase][rec.trial_id] = rec
+        if self.on_add is not None:
+            self.on_add(rec)
+
+    def take_changed(self) -> set[str]:
+        """Ids of the records added or changed since the last call (then forgotten)."""
+        changed, self.changed = self.changed, set()
+        return changed
 
     def _refile(self, rec: TrialRecord, old: Phase | None) -> None:
         if old is not None:
@@ -167,6 +197,14 @@ class TrialBook:
         found = [r for p in phases for r in self._by_phase[p].values()]
         found.sort(key=_SEQ)
         return found
+
+    def count(self, phases: frozenset[Phase]) -> int:
+        """How many records are in any of ``phases`` (without listing them)."""
+        return sum(len(self._by_phase[p]) for p in phases)
+
+    def unordered(self, phases: frozenset[Phase]) -> list[TrialRecord]:
+        """Records in any of ``phases``, in no particular order (``in_phase`` sorts them)."""
+        return [r for p in phases for r in self._by_phase[p].values()]
 
     def add_group(self, group: TrialGroup) -> tuple[int, bool]:
         """Declare a group; returns its id and whether budgets of known trials changed.

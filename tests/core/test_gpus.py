@@ -163,3 +163,55 @@ def test_random_operations_keep_the_pool_feasible(
             new = pool.add_gpus(i % 3)
             assert all(g in pool.gpu_ids for g in new)
         assert_pool_feasible(pool, specs, PolicyConfig())
+        assert all(pool.alone(f"t{k}") == (not pool.neighbours(f"t{k}")) for k in range(12))
+
+
+def _state(pool: GpuPool) -> tuple:
+    """Everything a pool's decisions read, for comparing a pool with a reference."""
+    gpus = {g: (dict(x.shares), dict(x.limits), dict(x.memory), x.used, x.limit)
+            for g, x in pool._gpus.items()}
+    return (gpus, pool._idle, pool._partial, pool._open, pool._by_used, pool._where,
+            pool.free_capacity())
+
+
+def _apply(pool: GpuPool, op: str, i: int, w: float, c: int, mem: float | None) -> None:
+    tid = f"t{i}"
+    placed = tid in pool.trials()
+    if op == "place" and not placed:
+        pool.place(tid, w, c, mem)
+    elif op == "release":
+        pool.release(tid)
+    elif op == "move" and placed:
+        pool.move(tid, w, c, mem)
+    elif op == "shrink" and placed and pool.share_of(tid) >= 2:
+        pool.shrink_gang(tid, 1)
+    elif op == "grow" and placed and pool.share_of(tid) >= 1:
+        pool.grow_gang(tid, 1)
+    elif op == "remove" and pool.n:
+        pool.remove_gpus([pool.gpu_ids[i % pool.n]])
+    elif op == "add":
+        pool.add_gpus(i % 3)
+
+
+@given(n=st.integers(1, 8), memory=st.sampled_from([None, 16.0]), steps=ops,
+       forks=st.lists(st.integers(0, 60), max_size=4), sides=st.lists(st.booleans(), max_size=60))
+@settings(max_examples=150, deadline=None)
+def test_copies_share_gpus_until_either_changes_one(
+    n: int, memory: float | None, steps: list[tuple[str, int, float, int, float | None]],
+    forks: list[int], sides: list[bool],
+) -> None:
+    """``copy`` shares the GPUs' records until one side changes them: every pool, original or
+    copy, must behave as a fully independent deep copy taken at the same moment would."""
+    import copy as copying
+
+    pools = [GpuPool(n, memory)]
+    refs = [copying.deepcopy(pools[0])]
+    for k, step in enumerate(steps):
+        if k in forks:  # fork the last pool; both sides go on changing
+            pools.append(pools[-1].copy())
+            refs.append(copying.deepcopy(refs[-1]))
+        which = -1 if (sides[k] if k < len(sides) else False) else 0
+        _apply(pools[which], *step)
+        _apply(refs[which], *step)
+        for pool, ref in zip(pools, refs, strict=True):
+            assert _state(pool) == _state(ref)

@@ -101,3 +101,13 @@ def test_with_runtime_keeps_everything_else() -> None:
 def test_trialspec_rejects_bad_values(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         TrialSpec("t", **kwargs)
+
+
+def test_with_runtime_copies_the_checked_fields_and_checks_the_runtime() -> None:
+    spec = TrialSpec("t", 4.0, alpha=1.5, beta=1.2, c=2, d=3, memory=8.0, w_min=0.5)
+    other = spec.with_runtime(2.5)
+    assert other == TrialSpec("t", 2.5, alpha=1.5, beta=1.2, c=2, d=3, memory=8.0, w_min=0.5)
+    assert spec.runtime == 4.0 and hash(other) == hash(TrialSpec(**{**vars(other)}))
+    with pytest.raises(ValueError, match="runtime must be > 0"):
+        spec.with_runtime(0.0)
+    assert spec.with_runtime(3).runtime == 3  # an int goes through the usual checks

@@ -13,15 +13,9 @@ from ray.tune.experiment import Trial
 from fluid.tune._estimator import PRIOR_ALPHA, PRIOR_BETA, OverheadEstimator
 from fluid.tune._group import TrialGroup
 from fluid.tune._options import FluidOptions
-from fluid.tune._planner import (
-    IDLE_GAIN,
-    MAX_RESIZES,
-    PROBE_D,
-    PROBE_MIN_EPS,
-    RESIZE_GAIN,
-    Planner,
-)
+from fluid.tune._planner import Planner
 from fluid.tune._records import Phase, TrialBook, TrialRecord
+from fluid.tune._resizing import IDLE_GAIN, MAX_RESIZES, PROBE_D, PROBE_MIN_EPS, RESIZE_GAIN
 
 
 def _trial(tid, status=Trial.PAUSED):
@@ -216,7 +210,7 @@ def test_resizes_per_trial_per_rung_are_bounded():
 
 
 def test_the_guard_refuses_a_plan_that_delays_the_leader(monkeypatch):
-    import fluid.tune._planner as planner_module
+    import fluid.tune._resizing as resizing_module
 
     book, est, planner = _setup(gpus=4.0, beta=1.1, eps=0.01)
     (rec,) = _records(book, 1)
@@ -228,7 +222,7 @@ def test_the_guard_refuses_a_plan_that_delays_the_leader(monkeypatch):
         calls.append(args)
         return False
 
-    monkeypatch.setattr(planner_module, "is_safe", refuse)
+    monkeypatch.setattr(resizing_module, "is_safe", refuse)
     planner.replan(0)
     planner.plan(lambda: [])
     assert calls and rec.width == 1.0 and planner.pool.where("t0") == (0,)
