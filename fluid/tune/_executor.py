@@ -310,6 +310,8 @@ class FluidExecutor(TrialScheduler):
                 self.planner.dirty = True
             caught_up = barrier.released(self._book)
             if self.planner.dirty or caught_up:
+                self.planner.search_done = compat.search_finished(
+                    compat.controller_of(tune_controller))
                 held: list[TrialRecord] = []
                 again = False
 

@@ -84,6 +84,9 @@ class Planner(Resizing):
         self.ready: list[str] = []  # placed in the plan, to be returned to Tune
         self.deficit = 0  # GPUs gone from the cluster but still in the plan (not yet idle)
         self.dirty = True
+        # The search algorithm will add no more trials (the executor sets it before a plan):
+        # until then GPUs idle now may soon serve a new trial, so growing into them is not free.
+        self.search_done = False
         self.replan_groups: set[int] = set()
         self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
         # trial id -> (spec inputs, TrialSpec, RunningTrial or None): a re-plan looks at every

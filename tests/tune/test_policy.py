@@ -121,9 +121,14 @@ def test_idle_gpus_go_to_the_straggler_only_when_its_gain_beats_idle_gain_eps():
     # gains 10 - 5.5 = 4.5 s; growing into idle GPUs moves nobody else, so it is made if that
     # beats IDLE_GAIN x eps (not RESIZE_GAIN x eps). h_i1 = 10 s is below PROBE_MIN_EPS x eps
     # in both cases: no probe either.
-    for eps, width in ((4.4 / IDLE_GAIN, 2.0), (4.6 / IDLE_GAIN, 1.0)):
+    # While the search algorithm may still add trials, idle GPUs may soon be theirs: then the
+    # growth needs RESIZE_GAIN x eps.
+    cases = ((4.4 / IDLE_GAIN, True, 2.0), (4.6 / IDLE_GAIN, True, 1.0),
+             (4.4 / IDLE_GAIN, False, 1.0))
+    for eps, search_done, width in cases:
         assert RESIZE_GAIN * eps > 4.5 and PROBE_MIN_EPS * eps > 10.0
         book, est, planner = _setup(gpus=4.0, beta=1.1, eps=eps)
+        planner.search_done = search_done
         (rec,) = _records(book, 1)
         _running(planner, [rec], [1.0])
         planner.replan(0)
