@@ -150,5 +150,6 @@ def test_fluid_executor_runs_the_daemons_for_an_experiment(fake_mps, tmp_path):
     ).fit()
     lines = _lines(log)
     assert [ln.split()[0] for ln in lines] == ["start", "cmd"] and lines[1].endswith("stdin=quit")
-    # Two trials on one GPU, c = 4: each packed on a quarter and limited to 25% of the SMs.
-    assert sorted((r["gpu_share"], r["pct"]) for r in results.results) == [(0.25, "25")] * 2
+    # Two trials on one GPU, c = 4: only two share it, so each gets half of it (not 1/c) and
+    # is limited to 50% of the SMs.
+    assert sorted((r["gpu_share"], r["pct"]) for r in results.results) == [(0.5, "50")] * 2
