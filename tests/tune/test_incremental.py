@@ -18,6 +18,8 @@ from fluid.tune._options import FluidOptions
 from fluid.tune._planner import Planner
 from fluid.tune._records import LIVE, Phase, TrialBook, TrialRecord
 
+from .planning import file_records, make_planner
+
 WIDTHS = [None, 0.5, 1.0, 2.0, 3.0]
 
 
@@ -109,13 +111,8 @@ def test_cached_specs_and_live_index_equal_a_recomputation(seed, prior, gpu_memo
 def test_queue_follows_a_priority_change_of_a_queued_trial():
     # The queue is sorted by priority only when it may be out of order (it grew, or a queued
     # trial changed): a promotion while queued must still start that trial first.
-    book = TrialBook()
-    est = _estimator(book, None, 1.0)
-    planner = Planner(book, est, FluidOptions(c=1, d=1).policy, dynamic=True, clock=lambda: 0.0)
-    planner.start(2.0)
-    recs = [TrialRecord(_trial(f"t{i}"), 0, 10) for i in range(5)]
-    for rec in recs:
-        book.add(rec)
+    book, _, planner = make_planner(2.0, options={"c": 1, "d": 1}, default_iteration_time=2.0)
+    recs = file_records(book, 5, status=Trial.RUNNING)
     planner.plan(lambda: recs)
     assert planner.ready == ["t0", "t1"] and planner.queue == ["t2", "t3", "t4"]
     planner.plan(lambda: [])  # sorted: nothing changes the order

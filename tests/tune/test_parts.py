@@ -10,14 +10,11 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler
 
 from fluid.tune._base import base_view
-from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._options import FluidConfigError, FluidOptions
-from fluid.tune._planner import Planner
 from fluid.tune._records import Phase, TrialBook, TrialRecord
 
-
-def _trial(tid, status=Trial.PAUSED):
-    return SimpleNamespace(trial_id=tid, status=status, last_result={})
+from .planning import fake_trial as _trial
+from .planning import file_records, make_planner
 
 
 @pytest.mark.parametrize("bad, says", [
@@ -72,14 +69,8 @@ def test_in_phase_follows_every_phase_change_in_the_order_trials_were_added():
 
 
 def test_planner_sizes_a_group_and_hands_out_ready_trials_in_order():
-    book = TrialBook()
-    est = OverheadEstimator(book, alpha=1.0, beta=1.0, eps=None, refine=True,
-                            default_iteration_time=1.0, trial_memory=None, gpu_memory=None)
-    planner = Planner(book, est, FluidOptions(c=1, d=1).policy, dynamic=True, clock=lambda: 7.0)
-    planner.start(2.0)
-    recs = [TrialRecord(_trial(f"t{i}"), 0, 10) for i in range(3)]
-    for rec in recs:
-        book.add(rec)
+    book, _, planner = make_planner(2.0, options={"c": 1, "d": 1}, now=7.0)
+    recs = file_records(book, 3)
     planner.plan(lambda: recs)
     assert [r.width for r in recs] == [1.0, 1.0, 1.0]  # c = d = 1: one GPU each
     assert planner.ready == ["t0", "t1"] and planner.queue == ["t2"]
@@ -91,20 +82,9 @@ def test_planner_sizes_a_group_and_hands_out_ready_trials_in_order():
     assert planner.queue == [] and recs[2].phase is Phase.READY
 
 
-def _planner(book, policy, cpus=None, gpus=4.0, **kw):
-    est = OverheadEstimator(book, alpha=1.0, beta=1.0, eps=None, refine=True,
-                            default_iteration_time=1.0, trial_memory=None, gpu_memory=None)
-    planner = Planner(book, est, policy, dynamic=True, clock=lambda: 0.0, **kw)
-    planner.start(gpus, cpus)
-    return planner
-
-
 def test_planner_starts_only_what_the_cpus_hold_and_spreads_it():
-    book = TrialBook()
-    planner = _planner(book, FluidOptions(c=8).policy, cpus=4.0)
-    recs = [TrialRecord(_trial(f"t{i}"), 0, 10, cpus=1.0) for i in range(8)]
-    for rec in recs:
-        book.add(rec)
+    book, _, planner = make_planner(4.0, 4.0, options={"c": 8})
+    recs = file_records(book, 8, cpus=1.0)
     planner.plan(lambda: [r for r in recs if r.phase is Phase.HELD])
     assert planner.ready == ["t0", "t1", "t2", "t3"]  # 4 CPUs: 4 one-CPU trials
     assert [r.phase for r in recs[4:]] == [Phase.HELD] * 4  # not sized yet
@@ -120,8 +100,7 @@ def test_planner_keeps_a_request_and_its_placement_group():
 
     from fluid.tune._state import apply_saved
 
-    book = TrialBook()
-    planner = _planner(book, FluidOptions(c=8).policy, cpus_per_trial=0.5)
+    book, _, planner = make_planner(options={"c": 8}, cpus_per_trial=0.5)
     asked = PlacementGroupFactory([{"CPU": 2, "GPU": 2}])
     rec = TrialRecord(_trial("two"), 0, 10, asked=2.0, w_min=2.0, request=asked)
     free = TrialRecord(_trial("free"), 0, 10)
@@ -169,9 +148,8 @@ def test_planner_keeps_plain_tunes_shape_for_a_keep_shape_group():
     # trials would be ganged; a keep_shape group's (PBT's population) stay as Tune runs them.
     from fluid.tune._group import TrialGroup
 
-    book = TrialBook()
+    book, _, planner = make_planner(6.0, options={"c": 8})
     book.add_group(TrialGroup([], {}, "population", keep_shape=True))
-    planner = _planner(book, FluidOptions(c=8).policy, gpus=6.0)
     plain = TrialRecord(_trial("plain"), 0, 10, elastic=True)
     asked = TrialRecord(_trial("asked"), 0, 10, elastic=True, asked=2.0)
     # Asked for 2 GPUs, but neither a gang nor kept as its own placement group (the user let

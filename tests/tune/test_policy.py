@@ -5,38 +5,23 @@ resizes and the guard."""
 from __future__ import annotations
 
 from collections import deque
-from types import SimpleNamespace
 
 import pytest
-from ray.tune.experiment import Trial
 
-from fluid.tune._estimator import PRIOR_ALPHA, PRIOR_BETA, OverheadEstimator
+from fluid.tune._estimator import PRIOR_ALPHA, PRIOR_BETA
 from fluid.tune._group import TrialGroup
-from fluid.tune._options import FluidOptions
-from fluid.tune._planner import Planner
-from fluid.tune._records import Phase, TrialBook, TrialRecord
+from fluid.tune._records import Phase
 from fluid.tune._resizing import IDLE_GAIN, MAX_RESIZES, PROBE_D, PROBE_MIN_EPS, RESIZE_GAIN
 
-
-def _trial(tid, status=Trial.PAUSED):
-    return SimpleNamespace(trial_id=tid, status=status, last_result={})
+from .planning import file_records, make_planner
 
 
 def _setup(gpus=4.0, alpha=None, beta=None, eps=1.0, **options):
-    book = TrialBook()
-    est = OverheadEstimator(book, alpha=alpha, beta=beta, eps=eps, refine=True,
-                            default_iteration_time=1.0, trial_memory=None, gpu_memory=None)
-    planner = Planner(book, est, FluidOptions(**options).policy, dynamic=True,
-                      clock=lambda: 0.0)
-    planner.start(gpus)
-    return book, est, planner
+    return make_planner(gpus, options=options, alpha=alpha, beta=beta, eps=eps)
 
 
 def _records(book, n, until=10, **kw):
-    recs = [TrialRecord(_trial(f"t{i}"), 0, until, elastic=True, **kw) for i in range(n)]
-    for r in recs:
-        book.add(r)
-    return recs
+    return file_records(book, n, until, elastic=True, **kw)
 
 
 def test_without_a_profile_equal_trials_use_every_gpu_one_each():
