@@ -19,8 +19,9 @@ class PolicyConfig:
             ``alpha_i`` allows (``c_from_alpha``; ``None``: that alone). A trial's own ``c``
             wins over both.
         d: most GPUs for one trial, a cap on what each trial's ``beta_i`` allows
-            (``d_from_beta``; ``None``: that alone). A trial's own ``d`` wins over both. ``d`` is inclusive: ``w <= d`` (the paper's Algorithm 1 uses
-            ``min(., d)``; its prose says "less than d"; we follow the formula).
+            (``d_from_beta``; ``None``: that alone). A trial's own ``d`` wins over both.
+            ``d`` is inclusive: ``w <= d`` (the paper's Algorithm 1 uses ``min(., d)``; its
+            prose says "less than d"; we follow the formula).
         eps: ``eps``, the cost in seconds of one resize (checkpoint, stop, restart).
         o_th: ``O_th``, least marginal packing benefit (see ``fluid.core.overheads``).
         s_th: least marginal scaling benefit of one more worker.

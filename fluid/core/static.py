@@ -88,10 +88,11 @@ def _water_fill(
         # 1/c_i is the narrowest share; k trials sharing a GPU each get 1/k of it, so when the
         # GPUs left over by the others hold the packed trials fewer than c_i to a GPU, the
         # share widens to 1/k (the paper's 1/c alone leaves part of every shared GPU unused).
-        cs = np.array(config.c_of_all([order[i] for i in packed.tolist()]), dtype=float)
+        sharing = [order[i] for i in packed.tolist()]
+        cs = np.array(config.c_of_all(sharing), dtype=float)
         left = int(math.floor(n - sum(widths) + WIDTH_TOL))  # packed: 0 so far
         if left >= 1:  # (alpha_i = 1: a narrow share is as fast and leaves room for others)
-            costly = np.array([order[i].alpha > 1.0 for i in packed.tolist()])
+            costly = np.array([t.alpha > 1.0 for t in sharing])
             cs = np.where(costly, np.minimum(cs, max(1, math.ceil(packed.size / left))), cs)
         shares = (1.0 / cs).tolist()  # the same IEEE quotient as 1.0 / c
         for i, share in zip(packed.tolist(), shares, strict=True):

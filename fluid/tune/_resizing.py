@@ -74,11 +74,7 @@ class Resizing:
         for rec, spec in candidates:
             if self.pool.idle_count() < PROBE_D - 1:
                 return
-            if spec.runtime < floor:
-                continue
-            free = self._free_cpus()
-            extra = self.cpus_needed(rec, PROBE_D) - self.cpus_needed(rec)
-            if free is not None and extra > free + CPU_TOL:
+            if spec.runtime < floor or not self._cpus_hold([(rec, PROBE_D)]):
                 continue
             self.pool.grow_gang(rec.trial_id, PROBE_D - 1)
             rec.width = float(PROBE_D)
@@ -113,16 +109,19 @@ class Resizing:
         leaders = [r.trial_id for r in live if r.priority == top]
         if not is_safe(specs, widths, current, leaders, eps):
             return  # the leading trials would end later than they do now: keep the plan
-        free = self._free_cpus()
-        if free is not None and sum(self.cpus_needed(self._book[z.trial_id], z.new_width)
-                                    - self.cpus_needed(self._book[z.trial_id])
-                                    for z in plan.resized) > free + CPU_TOL:
+        if not self._cpus_hold([(self._book[z.trial_id], z.new_width) for z in plan.resized]):
             return  # the gang workers would need CPUs the cluster does not have
         self.pool = pool
         for z in plan.resized:
             self._book[z.trial_id].width = z.new_width
-        if plan.resized:
-            self._log_plan("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
+        self._log_plan("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
+
+    def _cpus_hold(self: Planner, changes: list[tuple[TrialRecord, float]]) -> bool:
+        """Whether the CPUs free now hold placed trials' shapes at the new widths
+        (``(record, width)``): a gang's workers each take a bundle of CPUs."""
+        free = self._free_cpus()
+        return free is None or sum(self.cpus_needed(rec, width) - self.cpus_needed(rec)
+                                   for rec, width in changes) <= free + CPU_TOL
 
     def _undo_slow_gangs(self: Planner, live: list[TrialRecord]) -> None:
         """A gang whose own measured ``beta_i`` makes it slower than one GPU, even counting a
