@@ -36,7 +36,8 @@ def record_finished(book: TrialBook, trial: Trial, saved: dict[str, Any] | None)
     unmeasured trials): never held, planned, placed or counted as outstanding.
     """
     gid, until = book.group_of_new(trial)
-    rec = new_record(trial, gid, until, elastic=False)  # it never runs again
+    rec = new_record(trial, gid, until, elastic=False,  # it never runs again
+                     kind=book.kind_of(trial))
     apply_saved(rec, saved)
     rec.iteration = int(trial.last_result.get("training_iteration", 0) or 0)
     rec.phase, rec.base_status = Phase.DONE, trial.status

@@ -283,7 +283,7 @@ class FluidExecutor(TrialScheduler):
         if rec is None:
             gid, until = self._book.group_of_new(trial)
             rec = new_record(trial, gid, until, self.options.elastic,
-                             self.options.resize_requests)
+                             self._book.kind_of(trial), self.options.resize_requests)
             rec.priority = self._book.groups[gid].priority.get(trial.trial_id, 0)
             apply_saved(rec, self._restored.get(trial.trial_id))
             admission.check_cpus(self.planner, rec)
@@ -378,21 +378,15 @@ class FluidExecutor(TrialScheduler):
 
     def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
         """Free the trial's GPUs, then tell the base."""
-        self._depart(trial)
-        with base_view(self._book, base=self.base):
-            self.base.on_trial_complete(tune_controller, trial, result)
+        self._depart(trial, lambda: self.base.on_trial_complete(tune_controller, trial, result))
 
     def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
         """Free the trial's GPUs, then tell the base."""
-        self._depart(trial)
-        with base_view(self._book, base=self.base):
-            self.base.on_trial_error(tune_controller, trial)
+        self._depart(trial, lambda: self.base.on_trial_error(tune_controller, trial))
 
     def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
         """Free the trial's GPUs, then tell the base."""
-        self._depart(trial)
-        with base_view(self._book, base=self.base):
-            self.base.on_trial_remove(tune_controller, trial)
+        self._depart(trial, lambda: self.base.on_trial_remove(tune_controller, trial))
 
     def _out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
         """Whether Tune should retry ``trial`` without counting ``error`` (``widen_after_oom``)."""
@@ -401,15 +395,20 @@ class FluidExecutor(TrialScheduler):
             self._state.save(self._snapshot, force=True)
         return widened
 
-    def _depart(self, trial: Trial) -> None:
+    def _depart(self, trial: Trial, tell_base: Callable[[], None]) -> None:
+        t0 = time.perf_counter()
         rec = self._book.get(trial.trial_id)
-        if rec is None:
-            return
-        self.planner.release(rec)
-        rec.phase = Phase.DONE
-        rec.shapes.append((self._clock(), None, ()))
-        self.planner.replan(rec.group)
-        self._state.save(self._snapshot, force=True)
+        if rec is not None:
+            self.planner.release(rec)
+            rec.phase = Phase.DONE
+            rec.shapes.append((self._clock(), None, ()))
+            self.planner.replan(rec.group)
+            # The last trial out writes the final state; the others only as often as the
+            # throttle allows (the state grows with every trial: a write per trial is O(n^2)).
+            self._state.save(self._snapshot, force=not self._book.count(OUTSTANDING))
+        with base_view(self._book, base=self.base):
+            tell_base()
+        self.hook_seconds += time.perf_counter() - t0
 
     def debug_string(self) -> str:
         """Fluid's GPUs, shapes running, queue, resizes and ``eps``; then the base's."""

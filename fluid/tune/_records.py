@@ -159,6 +159,14 @@ class TrialBook:
         # Called with each record filed (the estimator counts the measured ones as they
         # come, not by a scan of every record).
         self.on_add: Callable[[TrialRecord], None] | None = None
+        self._kinds: dict[str, tuple[bool, bool]] = {}  # trainable name -> trainable_kind
+
+    def kind_of(self, trial: Trial) -> tuple[bool, bool]:
+        """``trainable_kind`` of the trial, looked up once per trainable of the experiment."""
+        kind = self._kinds.get(trial.trainable_name)
+        if kind is None:
+            kind = self._kinds[trial.trainable_name] = trainable_kind(trial)
+        return kind
 
     def get(self, trial_id: str) -> TrialRecord | None:
         """The record of a trial, if seen."""
@@ -270,37 +278,35 @@ _SEQ = operator.attrgetter("_seq")
 
 
 def new_record(trial: Trial, group: int, until: int | None, elastic: bool | None,
-               resize_requests: bool = False) -> TrialRecord:
+               kind: tuple[bool, bool], resize_requests: bool = False) -> TrialRecord:
     """The record of a trial Fluid sees for the first time.
 
     ``elastic``: ``True``/``False`` for every trainable, ``None`` asks the trainable's class
-    (``fluid.train.elastic`` marks it). ``resize_requests``: a trial that asked for GPUs may
-    get fewer (otherwise it gets at least what it asked for).
+    (``fluid.train.elastic`` marks it). ``kind``: what ``trainable_kind`` says of its class.
+    ``resize_requests``: a trial that asked for GPUs may get fewer (otherwise it gets at least
+    what it asked for).
     """
     pgf = trial.placement_group_factory
     rec = TrialRecord(trial, group, until, cpus=cpus_of(pgf),
-                      elastic=_is_elastic(trial) if elastic is None else elastic,
-                      function=_is_function(trial), asked=width_of(pgf))
+                      elastic=kind[0] if elastic is None else elastic,
+                      function=kind[1], asked=width_of(pgf))
     if rec.asked > 0 and not resize_requests:
         rec.w_min = request_width(rec.asked)
         rec.request = None if rec.elastic else pgf
     return rec
 
 
-def _is_elastic(trial: Trial) -> bool:
+def trainable_kind(trial: Trial) -> tuple[bool, bool]:
+    """Whether the trial's trainable class is elastic (a gang may run it) and whether it is a
+    function trainable (it checkpoints only when it says so). Looking the class up in Ray's
+    registry takes about a millisecond: ``TrialBook.kind_of`` keeps it per trainable."""
     try:
-        return is_elastic_class(trial.get_trainable_cls())
-    except Exception:  # an unregistered trainable cannot be a gang
-        return False
+        cls = trial.get_trainable_cls()
+    except Exception:  # an unregistered trainable: no gang, checkpoints only when it says so
+        return False, True
+    from ray.tune.trainable.function_trainable import FunctionTrainable
 
-
-def _is_function(trial: Trial) -> bool:
-    try:
-        from ray.tune.trainable.function_trainable import FunctionTrainable
-
-        return issubclass(trial.get_trainable_cls(), FunctionTrainable)
-    except Exception:
-        return True
+    return is_elastic_class(cls), issubclass(cls, FunctionTrainable)
 
 
 def by_group(recs: list[TrialRecord]) -> dict[int, list[TrialRecord]]:

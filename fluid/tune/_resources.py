@@ -22,9 +22,15 @@ def cpus_of_view(view: object) -> float | None:
 
 
 class RayResourceView:
-    """GPUs and CPUs of the live Ray cluster, read at most once every ``refresh_s`` seconds."""
+    """GPUs and CPUs of the live Ray cluster, read at most once every ``refresh_s`` seconds.
 
-    def __init__(self, clock: Callable[[], float], refresh_s: float = 1.0) -> None:
+    A read asks Ray's control store (milliseconds); at one read a second it was half of
+    Fluid's own time on the driver with many short trials. Nodes join or leave far less
+    often than every few seconds (an autoscaler takes minutes), so the plan follows them late
+    by at most ``refresh_s``.
+    """
+
+    def __init__(self, clock: Callable[[], float], refresh_s: float = 5.0) -> None:
         self._clock, self._refresh_s = clock, refresh_s
         self._at, self._resources = -math.inf, {}
 

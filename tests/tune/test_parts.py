@@ -226,3 +226,49 @@ def test_a_sync_groups_member_waits_at_its_budget_until_the_others_reach_it():
     assert barrier.released(book) == []
     behind.iteration = 4  # caught up (a finished member never holds the others back)
     assert barrier.released(book) == [ahead] and not barrier.held(book, paused)
+
+
+def test_state_writes_are_throttled_by_their_own_cost_and_forced_ones_always_happen(
+        tmp_path, monkeypatch):
+    # Writes of a large state (it grows with every trial) take at most 1 / SAVE_SHARE of the
+    # wall clock; a forced write (the last trial out) is never skipped.
+    import json
+
+    from fluid.tune import _state
+
+    now = [0.0]
+    store = _state.StateStore(lambda: now[0])
+    store.directory = str(tmp_path)
+    ticks = iter([0.0, 0.05] + [10.0, 10.0] * 10)  # the first write takes 50 ms
+    monkeypatch.setattr(_state.time, "perf_counter", lambda: next(ticks))
+    writes = []
+
+    def state() -> dict:
+        writes.append(now[0])
+        return {"n": len(writes)}
+
+    store.save(state)
+    for now[0] in (2.0, 10.0, 49.9):  # past SAVE_EVERY_S, but not 1000 x 50 ms
+        store.save(state)
+    assert writes == [0.0]
+    now[0] = 50.0
+    store.save(state)
+    store.save(state, force=True)
+    assert writes == [0.0, 50.0, 50.0]
+    assert json.loads((tmp_path / _state.STATE_FILE).read_text()) == {"n": 3}
+
+
+def test_the_trainable_class_is_looked_up_once_per_trainable(monkeypatch):
+    from fluid.tune import _records
+
+    looked: list[str] = []
+
+    def kind(trial):
+        looked.append(trial.trainable_name)
+        return trial.trainable_name == "gang", False
+
+    monkeypatch.setattr(_records, "trainable_kind", kind)
+    book = TrialBook()
+    trials = [SimpleNamespace(trainable_name=n) for n in ("gang", "plain", "gang", "plain")]
+    assert [book.kind_of(t)[0] for t in trials] == [True, False, True, False]
+    assert looked == ["gang", "plain"]
