@@ -16,6 +16,7 @@ executors), ``target_s`` and ``ok`` (``null``: no target for this many trials).
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 
@@ -63,6 +64,7 @@ def run_sim(args: argparse.Namespace) -> int:
     target = target_s(args.trials)
     rows = []
     for ex in executors:
+        gc.collect()  # each executor starts from a collected heap, not the last one's garbage
         t0 = time.perf_counter()
         r = run_experiment("random", workload, ex, args.seed, args.gpus, samples=args.trials)
         wall = time.perf_counter() - t0

@@ -27,7 +27,7 @@ Example (Figure 5 at t = 4 s: a1 and a2 have left, a3 has 8 s and a4 18 s of one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fluid.core.config import PolicyConfig
@@ -65,6 +65,8 @@ class DynamicPlan:
     resized: list[Resize] = field(default_factory=list)
     started: list[Assignment] = field(default_factory=list)
     waiting: list[tuple[TrialSpec, float]] = field(default_factory=list)
+    #: The water-filling widths ``w'_i`` aimed at (empty when trials still wait).
+    target: Mapping[str, float] = field(default_factory=dict)
 
 
 def _benefit(spec: TrialSpec, w: float, w_new: float, eps: float) -> bool:
@@ -93,6 +95,7 @@ def dynamic_fluid(
     waiting: Sequence[tuple[TrialSpec, float]],
     pool: GpuPool,
     config: PolicyConfig,
+    target: Mapping[str, float] | None = None,
 ) -> DynamicPlan:
     """Algorithm 2 over a group's running trials; updates ``pool`` in place.
 
@@ -101,6 +104,8 @@ def dynamic_fluid(
         waiting: the group's waiting trials with their planned widths, in start order.
         pool: every GPU the group may use; departed trials already released from it.
         config: the policy parameters (``eps`` is the resize cost).
+        target: ``DynamicPlan.target`` of a call on the same trials and the same pool with
+            another ``eps`` (the widths ``w'_i`` do not depend on ``eps``: not computed again).
     """
     plan = DynamicPlan()
     plan.started, plan.waiting = start_in_order(waiting, pool, config)
@@ -110,7 +115,9 @@ def dynamic_fluid(
     # Water-fill over what the group holds plus what is free (slip 2: not the whole cluster).
     n = sum(r.width for r in running) + pool.free_capacity()
     held = pool.placements()
-    target = water_fill([r.spec for r in running], n, config)
+    if target is None:
+        target = water_fill([r.spec for r in running], n, config)
+    plan.target = target
     current = {r.spec.id: r.width for r in running}
     changes = [
         r

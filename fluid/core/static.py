@@ -167,18 +167,22 @@ def _next_width(width: float) -> float:
 
 
 def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whole: int,
-              ) -> float | None:
-    """The width ``hand_out`` would grow a trial to from ``w`` (``None``: it would not)."""
+              room: int) -> float | None:
+    """The width ``hand_out`` would grow a trial to from ``w`` (``None``: it would not, or
+    that width needs more than the ``room`` whole GPUs the trial could take now)."""
     # Each runtime and d_i computed once (pure functions: asked again, the same bits).
+    if room < 1:
+        return None
     if not is_packed(w):
         nxt = w + 1.0
-        if nxt > config.d_of(spec, whole):
+        # d_of is at most the trial's own d: past it, no need to ask (most trials, each re-plan)
+        if (spec.d is not None and nxt > spec.d) or nxt > config.d_of(spec, whole):
             return None
         return nxt if spec.runtime_at(nxt) + cost < spec.runtime_at(w) - WIDTH_TOL else None
     h_w = spec.runtime_at(w) - WIDTH_TOL
     if spec.runtime_at(1.0) + cost < h_w:
         return 1.0  # d_i >= 1 always
-    if config.d_of(spec, whole) < 2:
+    if room < 2 or config.d_of(spec, whole) < 2:
         return None
     # Its share runs as fast as a whole GPU (alpha ~ 1): only a gang of two gains.
     return 2.0 if spec.runtime_at(2.0) + cost < h_w else None
@@ -202,23 +206,30 @@ def hand_out(
     """
     grown: dict[str, float] = {}
     # A packed trial alone on its GPU can take the whole of it in place, without idle GPUs.
-    lonely = {s.id for s, w, _ in candidates if is_packed(w) and pool.alone(s.id)}
-    if not (pool.idle_count() or lonely):
+    idle, alone = pool.idle_count(), pool.alone_packed()
+    if not (idle or alone):
         return grown  # nothing to give (most re-plans of a full cluster): skip the heap
-    whole = pool.n
-    # A trial that cannot gain from its next width is passed over whenever it comes up, with
-    # no effect: leave it out of the heap (most trials of a re-plan gain nothing).
-    heap = [(-spec.runtime_at(w), i) for i, (spec, w, k) in enumerate(candidates)
-            if _grows_to(spec, w, k, config, whole) is not None]
-    heapq.heapify(heap)
     width = {spec.id: w for spec, w, _ in candidates}
+    lonely = {t for t in alone if t in width and is_packed(width[t])}
+    if not (idle or lonely):
+        return grown
+    whole = pool.n
+    # A trial that cannot gain from its next width, or never find the GPUs for it, is passed
+    # over whenever it comes up, with no effect: leave it out of the heap (most trials of a
+    # re-plan). Idle GPUs plus its own GPU if alone on it never grow while handing out (a
+    # mate that leaves takes an idle GPU), so a width that does not fit now never will.
+    heap = [(-spec.runtime_at(w), i) for i, (spec, w, k) in enumerate(candidates)
+            if (idle or spec.id in lonely)
+            and _grows_to(spec, w, k, config, whole, idle + (spec.id in lonely)) is not None]
+    heapq.heapify(heap)
     cost = {spec.id: k for spec, _, k in candidates}
     while heap and (pool.idle_count() or lonely):
         _, i = heapq.heappop(heap)
         spec = candidates[i][0]
         w = width[spec.id]
-        nxt = _grows_to(spec, w, cost[spec.id], config, whole)
-        if nxt is None or not (pool.idle_count() or spec.id in lonely):
+        room = pool.idle_count() + (spec.id in lonely)
+        nxt = _grows_to(spec, w, cost[spec.id], config, whole, room)
+        if nxt is None:
             continue
         mates = pool.neighbours(spec.id)
         moved = (

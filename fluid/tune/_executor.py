@@ -344,8 +344,12 @@ class FluidExecutor(TrialScheduler):
         rec = self._book[trial.trial_id]
         now, until = self._clock(), rec.until  # the budget it ran to (the base may move it)
         rec.iteration = int(result.get("training_iteration", rec.iteration + 1))
+        first = not rec.samples
         if self.estimator.observe(rec, result.get("time_this_iter_s"), now):
-            self.planner.replan(rec.group)  # first measurement: a profiling round
+            if first:
+                self.planner.measured(rec.group)
+            else:
+                self.planner.replan(rec.group)  # a new width: a new alpha_i or beta_i
         rec.fresh_start = False
         rec.phase = Phase.RUNNING
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function

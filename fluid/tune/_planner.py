@@ -48,6 +48,8 @@ from fluid.tune._shapes import cpus_in, describe, request_width, shape_cpus, sha
 
 #: A trial of priority > 0 may be packed only if its own measured ``alpha_i`` is below this.
 PRIORITY_ALPHA = 1.05
+#: First measurements that re-plan a group, as a share of its running trials (``measured``).
+ROUND_SHARE = 0.1
 
 logger = logging.getLogger("fluid")
 
@@ -88,6 +90,8 @@ class Planner(Resizing):
         # until then GPUs idle now may soon serve a new trial, so growing into them is not free.
         self.search_done = False
         self.replan_groups: set[int] = set()
+        # group -> first iterations measured since its last DynamicFluid re-plan (``measured``)
+        self._measured: dict[int, int] = {}
         self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
         # trial id -> (spec inputs, TrialSpec, RunningTrial or None): a re-plan looks at every
         # live trial, most unchanged since the last one; rebuilding them dominated its cost.
@@ -174,6 +178,23 @@ class Planner(Resizing):
         """Have DynamicFluid look at group ``gid`` again at the next plan."""
         self.replan_groups.add(gid)
         self.dirty = True
+
+    def measured(self, gid: int) -> None:
+        """A trial of group ``gid`` measured its first iteration: a profiling round.
+
+        The group is planned again once the first measurements since its last re-plan are
+        ``ROUND_SHARE`` of its running trials: ``n`` trials starting together then cost
+        ``O(1 / ROUND_SHARE)`` re-plans instead of ``n`` (each visits every running trial),
+        while a group of fewer than ``1 / ROUND_SHARE`` running trials is re-planned at each
+        one. A measurement not planned yet is at the latest in the group's next re-plan (a
+        trial leaving, a first iteration at a new width, a rung).
+        """
+        if self._book.changed:
+            self._take_changes()
+        new = self._measured.get(gid, 0) + 1
+        self._measured[gid] = new
+        if new >= ROUND_SHARE * len(self._live.get(gid, ())):
+            self.replan(gid)
 
     def spec(self, rec: TrialRecord) -> TrialSpec:
         """``h_i1`` = iterations left in the group budget x measured one-GPU iteration time,
@@ -375,6 +396,7 @@ class Planner(Resizing):
         if self.queue or self.ready or not self._dynamic:
             return
         for gid in sorted(self.replan_groups):
+            self._measured.pop(gid, None)
             self._resize_group(gid, cfg)
         self.replan_groups.clear()
         self._probe_gangs(cfg)

@@ -97,7 +97,8 @@ class Resizing:
             # moves no other trial, so the anti-oscillation margin is not needed, only a gain
             # of IDLE_GAIN x eps.
             pool = self.pool.copy()
-            plan = dynamic_fluid(running, [], pool, replace(cfg, eps=IDLE_GAIN * eps))
+            plan = dynamic_fluid(running, [], pool, replace(cfg, eps=IDLE_GAIN * eps),
+                                 target=plan.target)
             if any(z.new_width <= z.old_width for z in plan.resized):
                 return
         if not plan.resized:

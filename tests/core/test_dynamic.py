@@ -196,8 +196,12 @@ def test_re_plans_keep_the_pool_feasible_and_follow_the_rules(
         for i, t in enumerate(started)
     ]
     before = {t: pool.where(t) for t in started}
+    again = pool.copy()
     replan = dynamic_fluid(running, waiting, pool, config)
     assert_pool_feasible(pool, by_id, config)
+    # The widths it aimed at, given back (a second call with another eps): the same plan.
+    assert dynamic_fluid(running, waiting, again, config, target=replan.target) == replan
+    assert again.placement() == pool.placement()
     if replan.waiting:
         assert replan.resized == []  # nobody is resized while trials of the group wait
     resized = {r.trial_id: r for r in replan.resized}

@@ -164,6 +164,8 @@ def test_random_operations_keep_the_pool_feasible(
             assert all(g in pool.gpu_ids for g in new)
         assert_pool_feasible(pool, specs, PolicyConfig())
         assert all(pool.alone(f"t{k}") == (not pool.neighbours(f"t{k}")) for k in range(12))
+        assert pool.alone_packed() == {t for t in pool.trials()
+                                       if pool.share_of(t) < 1 and pool.alone(t)}
 
 
 def _state(pool: GpuPool) -> tuple:

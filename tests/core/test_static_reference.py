@@ -17,6 +17,7 @@ import pytest
 
 from fluid.core import GpuPool, PolicyConfig, TrialSpec, start_in_order, static_fluid
 from fluid.core.model import is_packed
+from fluid.core.static import hand_out
 
 TOL = 1e-9
 
@@ -100,9 +101,12 @@ def reference_widths(trials: list[TrialSpec], n: float, config: PolicyConfig) ->
 
 
 def reference_hand_out(
-    started: list[tuple[TrialSpec, float]], pool: NaivePool, config: PolicyConfig
+    started: list[tuple[TrialSpec, float]], pool: NaivePool, config: PolicyConfig,
+    costs: dict[str, float] | None = None,
 ) -> dict[str, float]:
-    """Idle GPUs one at a time to the trial that would end last while one more GPU pays."""
+    """Idle GPUs one at a time to the trial that would end last while one more GPU pays for
+    its resize cost (``costs``, 0 if not given; 0 once it grew)."""
+    cost = {s.id: 0.0 for s, _ in started} | (costs or {})
     width = {s.id: w for s, w in started}
     active = list(range(len(started)))  # candidates still considered, by index
     grown: dict[str, float] = {}
@@ -116,12 +120,13 @@ def reference_hand_out(
         spec = started[i][0]
         w = width[spec.id]
         nxt = 1.0 if is_packed(w) else w + 1.0
+        k = cost[spec.id]
         if (is_packed(w) and config.d_of(spec, len(pool.gpus)) >= 2
-                and not spec.runtime_at(1.0) < spec.runtime_at(w) - TOL):
+                and not spec.runtime_at(1.0) + k < spec.runtime_at(w) - TOL):
             nxt = 2.0  # a share as fast as a whole GPU: only a gang of two gains
         if (
             nxt > config.d_of(spec, len(pool.gpus))
-            or not spec.runtime_at(nxt) < spec.runtime_at(w) - TOL
+            or not spec.runtime_at(nxt) + k < spec.runtime_at(w) - TOL
             or not (pool.idle() or spec.id in lonely)
         ):
             active.remove(i)
@@ -144,6 +149,7 @@ def reference_hand_out(
         if len(mates) == 1 and mates[0] in width and is_packed(width[mates[0]]):
             lonely.add(mates[0])
         width[spec.id] = grown[spec.id] = nxt
+        cost[spec.id] = 0.0
     return grown
 
 
@@ -234,4 +240,31 @@ def test_start_in_order_matches_the_reference(seed: int) -> None:
     assert [(s.id, w) for s, w in waiting] == [
         (t.id, w) for (t, w), (_, g) in zip(queue, expected, strict=True) if g is None
     ]
+    assert pool.placement() == naive.placement()
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_hand_out_with_resize_costs_matches_the_reference(seed: int) -> None:
+    # Running trials at any widths (DynamicFluid's candidates), some gone (idle GPUs, packed
+    # trials left alone on theirs), other groups' trials on the pool, a resize cost each.
+    rng = np.random.default_rng(20_000 + seed)
+    trials, gpus, memory, config, others = random_instance(rng)
+    pool, naive = _pools(gpus, memory, others)
+    widths = [float(rng.choice([1 / 6, 0.25, 1 / 3, 0.5, 1.0, 2.0])) for _ in trials]
+    started, _ = start_in_order(iter(zip(trials, widths, strict=True)), pool, config)
+    for t, w in zip(trials, widths, strict=True):
+        naive.place(t.id, w, config.c_of(t), t.memory)  # the same (the test above)
+    gone = {a.trial_id for a in started if rng.random() < 0.3}
+    for tid in gone:
+        pool.release(tid)
+        for g in naive.where.pop(tid):
+            del naive.gpus[g][tid]
+    if rng.random() < 0.5:  # other groups take the idle GPUs: only lonely trials may grow
+        for g in naive.idle():
+            assert pool.place(f"filler{g}", 1.0) == naive.place(f"filler{g}", 1.0, 1, None)
+    by_id = {t.id: t for t in trials}
+    kept = [(by_id[a.trial_id], a.width) for a in started if a.trial_id not in gone]
+    costs = {s.id: float(rng.choice([0.0, rng.uniform(0.0, 50.0)])) for s, _ in kept}
+    grown = hand_out([(s, w, costs[s.id]) for s, w in kept], pool, config)
+    assert grown == reference_hand_out(kept, naive, config, costs)
     assert pool.placement() == naive.placement()

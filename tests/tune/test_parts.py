@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ from ray.tune.schedulers import FIFOScheduler
 
 from fluid.tune._base import base_view
 from fluid.tune._options import FluidConfigError, FluidOptions
+from fluid.tune._planner import ROUND_SHARE
 from fluid.tune._records import Phase, TrialBook, TrialRecord
 
 from .planning import fake_trial as _trial
@@ -272,3 +274,25 @@ def test_the_trainable_class_is_looked_up_once_per_trainable(monkeypatch):
     trials = [SimpleNamespace(trainable_name=n) for n in ("gang", "plain", "gang", "plain")]
     assert [book.kind_of(t)[0] for t in trials] == [True, False, True, False]
     assert looked == ["gang", "plain"]
+
+
+@pytest.mark.parametrize("running", [4, 40])
+def test_first_measurements_re_plan_a_large_group_in_rounds(running: int):
+    # A round of `running` trials starting together: a re-plan once ROUND_SHARE of them are
+    # measured (each visits every running trial), at every one in a group of fewer than 10.
+    book, _, planner = make_planner(float(running))
+    recs = file_records(book, running)
+    planner.plan(lambda: recs)
+    while planner.next_ready():  # handed to Tune: running
+        pass
+    for r in recs:
+        r.phase = Phase.RUNNING
+    per_round = max(1, math.ceil(ROUND_SHARE * running))
+    triggered = []
+    for _ in range(2 * per_round):
+        planner.measured(0)
+        triggered.append(bool(planner.replan_groups))
+        if planner.replan_groups:
+            planner.plan(lambda: [])  # the re-plan starts a new round
+            assert not planner.replan_groups
+    assert triggered == ([False] * (per_round - 1) + [True]) * 2
