@@ -48,7 +48,7 @@ from fluid.tune._shapes import cpus_in, describe, request_width, shape_cpus, sha
 
 #: A trial of priority > 0 may be packed only if its own measured ``alpha_i`` is below this.
 PRIORITY_ALPHA = 1.05
-#: First measurements that re-plan a group, as a share of its running trials (``measured``).
+#: First measurements that re-plan a group, as a share of its measured trials (``measured``).
 ROUND_SHARE = 0.1
 
 logger = logging.getLogger("fluid")
@@ -182,18 +182,20 @@ class Planner(Resizing):
     def measured(self, gid: int) -> None:
         """A trial of group ``gid`` measured its first iteration: a profiling round.
 
-        The group is planned again once the first measurements since its last re-plan are
-        ``ROUND_SHARE`` of its running trials: ``n`` trials starting together then cost
-        ``O(1 / ROUND_SHARE)`` re-plans instead of ``n`` (each visits every running trial),
-        while a group of fewer than ``1 / ROUND_SHARE`` running trials is re-planned at each
-        one. A measurement not planned yet is at the latest in the group's next re-plan (a
-        trial leaving, a first iteration at a new width, a rung).
+        The group is planned again once the round is in (no running trial of it is still
+        unmeasured) or once the trials measured since its last re-plan are ``ROUND_SHARE`` of
+        its measured ones: a round of ``n`` trials starting together then costs ``O(log n)``
+        re-plans instead of ``n`` (each visits every running trial), and a plan never rests on
+        fewer than ``1 / (1 + ROUND_SHARE)`` of the measurements there are. Groups of fewer
+        than ``1 / ROUND_SHARE`` measured trials are planned again at every first measurement.
         """
         if self._book.changed:
             self._take_changes()
         new = self._measured.get(gid, 0) + 1
         self._measured[gid] = new
-        if new >= ROUND_SHARE * len(self._live.get(gid, ())):
+        live = self._live.get(gid, {}).values()
+        unmeasured = sum(1 for r in live if not r.samples)
+        if not unmeasured or new >= ROUND_SHARE * (len(live) - unmeasured):
             self.replan(gid)
 
     def spec(self, rec: TrialRecord) -> TrialSpec:
