@@ -209,6 +209,10 @@ def hand_out(
     idle, alone = pool.idle_count(), pool.alone_packed()
     if not (idle or alone):
         return grown  # nothing to give (most re-plans of a full cluster): skip the heap
+    if not idle:
+        # Only a packed trial alone on its GPU can grow (in place: its GPU is the only one to
+        # become idle, and it takes it back), so the others are not even looked at.
+        candidates = [c for c in candidates if c[0].id in alone and is_packed(c[1])]
     width = {spec.id: w for spec, w, _ in candidates}
     lonely = {t for t in alone if t in width and is_packed(width[t])}
     if not (idle or lonely):

@@ -346,10 +346,10 @@ class FluidExecutor(TrialScheduler):
         rec.iteration = int(result.get("training_iteration", rec.iteration + 1))
         first = not rec.samples
         if self.estimator.observe(rec, result.get("time_this_iter_s"), now):
-            if first:
-                self.planner.measured(rec.group)
+            if first or (rec.actual is not None and rec.actual >= 2):
+                self.planner.replan(rec.group)  # a first iteration, a gang's first at a width
             else:
-                self.planner.replan(rec.group)  # a new width: a new alpha_i or beta_i
+                self.planner.replan_batched(rec.group)  # a new alpha_i
         rec.fresh_start = False
         rec.phase = Phase.RUNNING
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function
@@ -406,7 +406,10 @@ class FluidExecutor(TrialScheduler):
             self.planner.release(rec)
             rec.phase = Phase.DONE
             rec.shapes.append((self._clock(), None, ()))
-            self.planner.replan(rec.group)
+            if self.planner.pool is not None and self.planner.pool.idle_count() == 0:
+                self.planner.replan_batched(rec.group)  # it shared a GPU: a share came free
+            else:
+                self.planner.replan(rec.group)  # a GPU came free
             # The last trial out writes the final state; the others only as often as the
             # throttle allows (the state grows with every trial: a write per trial is O(n^2)).
             self._state.save(self._snapshot, force=not self._book.count(OUTSTANDING))

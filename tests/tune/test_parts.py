@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from types import SimpleNamespace
 
@@ -276,10 +277,10 @@ def test_the_trainable_class_is_looked_up_once_per_trainable(monkeypatch):
 
 
 @pytest.mark.parametrize("running", [4, 40])
-def test_first_measurements_re_plan_a_large_group_in_rounds(running: int):
-    # A round of `running` trials starting together, measured one by one: a re-plan once the
-    # measurements since the last one are ROUND_SHARE of the measured trials, or the round is
-    # in (each re-plan visits every running trial); at every one while fewer than 10 are.
+def test_small_changes_re_plan_a_large_group_in_rounds(running: int):
+    # Small changes to a group of `running` trials (new alpha_i, shares freed), one by one: a
+    # re-plan once those since the last one are ROUND_SHARE of the running trials (each
+    # re-plan visits every running trial), at every one in a group of fewer than 10.
     book, _, planner = make_planner(float(running))
     recs = file_records(book, running)
     planner.plan(lambda: recs)
@@ -287,17 +288,12 @@ def test_first_measurements_re_plan_a_large_group_in_rounds(running: int):
         pass
     for r in recs:
         r.phase = Phase.RUNNING
-    since, replans = 0, 0
-    for m, rec in enumerate(recs, start=1):
-        rec.samples.append((1.0, 1.0))
-        planner.measured(0)
-        since += 1
+    per_round = max(1, math.ceil(ROUND_SHARE * running))
+    triggered = []
+    for _ in range(2 * per_round):
+        planner.replan_batched(0)
+        triggered.append(bool(planner.replan_groups))
         if planner.replan_groups:
-            assert since >= ROUND_SHARE * m or m == running
             planner.plan(lambda: [])  # the re-plan starts a new round
             assert not planner.replan_groups
-            since, replans = 0, replans + 1
-        else:
-            assert since < ROUND_SHARE * m and m < running
-    assert since == 0  # the last measurement of the round re-planned
-    assert replans == running if running < 1 / ROUND_SHARE else replans < 0.7 * running
+    assert triggered == ([False] * (per_round - 1) + [True]) * 2
