@@ -223,8 +223,7 @@ def hand_out(
     # re-plan). Idle GPUs plus its own GPU if alone on it never grow while handing out (a
     # mate that leaves takes an idle GPU), so a width that does not fit now never will.
     heap = [(-spec.runtime_at(w), i) for i, (spec, w, k) in enumerate(candidates)
-            if (idle or spec.id in lonely)
-            and _grows_to(spec, w, k, config, whole, idle + (spec.id in lonely)) is not None]
+            if _grows_to(spec, w, k, config, whole, idle + (spec.id in lonely)) is not None]
     heapq.heapify(heap)
     cost = {spec.id: k for spec, _, k in candidates}
     while heap and (pool.idle_count() or lonely):
