@@ -346,8 +346,10 @@ class FluidExecutor(TrialScheduler):
         rec.iteration = int(result.get("training_iteration", rec.iteration + 1))
         first = not rec.samples
         if self.estimator.observe(rec, result.get("time_this_iter_s"), now):
-            if first or (rec.actual is not None and rec.actual >= 2):
-                self.planner.replan(rec.group)  # a first iteration, a gang's first at a width
+            if first:
+                self.planner.replan_first(rec)
+            elif rec.actual is not None and rec.actual >= 2:
+                self.planner.replan(rec.group)  # a gang's first at a width
             else:
                 self.planner.replan_batched(rec.group)  # a new alpha_i
         rec.fresh_start = False

@@ -87,6 +87,9 @@ class Resizing:
             return
         self._undo_slow_gangs(live)
         running = self._running_all(live)
+        # What a first iteration must show to re-plan at once (``replan_first``).
+        self._load[gid] = sum(r.spec.runtime for r in running) / (
+            sum(r.width for r in running) + self.pool.free_capacity())
         # Plan on a copy: the plan is dropped if the guard rejects it or if its gangs need
         # more CPUs than there are. A resize must gain RESIZE_GAIN x eps (anti-oscillation).
         eps = self._estimator.eps

@@ -297,3 +297,37 @@ def test_small_changes_re_plan_a_large_group_in_rounds(running: int):
             planner.plan(lambda: [])  # the re-plan starts a new round
             assert not planner.replan_groups
     assert triggered == ([False] * (per_round - 1) + [True]) * 2
+
+
+@pytest.mark.parametrize(("seconds", "idle", "at_once"),
+                         [(2.0, False, False), (10.0, False, True), (2.0, True, True)])
+def test_a_first_iteration_re_plans_at_once_only_where_it_may_earn_a_gpu(
+        seconds: float, idle: bool, at_once: bool):
+    # 40 trials two to a GPU on 20 GPUs (prior alpha 1.1, 10 iterations of 1 s assumed each):
+    # the group's load is sum_j h_j1 / n = 400 / 20 = 20 s per GPU. A first iteration of
+    # `seconds` at half a GPU measures h_i1 = 9 x seconds / 1.1: 16.4 s is below the load
+    # (batched unless a GPU is idle), 81.8 s above it (it may be due a GPU: at once).
+    book, est, planner = make_planner(20.0, alpha=1.1)
+    recs = file_records(book, 40)
+    planner.plan(lambda: recs)
+    while planner.next_ready():
+        pass
+    for r in recs:
+        r.phase, r.actual, r.fresh_start = Phase.RUNNING, r.width, False
+    assert {r.width for r in recs} == {0.5} and planner.pool.idle_count() == 0
+    planner.replan(0)
+    planner.plan(lambda: [])  # the re-plan that measures the group's load
+    assert planner._load[0] == pytest.approx(20.0)
+    if idle:  # both trials of a GPU other than t0's leave
+        gpu = next(g for r in recs if (g := planner.pool.where(r.trial_id))
+                   != planner.pool.where("t0"))
+        for r in recs[1:]:
+            if planner.pool.where(r.trial_id) == gpu:
+                planner.release(r)
+        assert planner.pool.idle_count() == 1
+    rec = recs[0]
+    rec.iteration = 1
+    assert est.observe(rec, seconds, 1.0)
+    assert planner.spec(rec).runtime == pytest.approx(9 * seconds / 1.1)
+    planner.replan_first(rec)
+    assert bool(planner.replan_groups) is at_once
