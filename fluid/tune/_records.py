@@ -137,6 +137,8 @@ class TrialRecord:
             book.changed.add(self.trial.trial_id)
             if name == "priority":
                 book.reprioritized = True
+            elif name == "until":
+                book.max_until_stale = True
 
     def touch(self) -> None:
         """Tell the book that something of the record changed in place (its samples)."""
@@ -160,6 +162,10 @@ class TrialBook:
         # come, not by a scan of every record).
         self.on_add: Callable[[TrialRecord], None] | None = None
         self._kinds: dict[str, tuple[bool, bool]] = {}  # trainable name -> trainable_kind
+        # The largest budget of any record (``default_until``), counted again only once a
+        # record is added or a budget set: every spec asked for it, a scan of every record.
+        self._max_until: int | None = None
+        self.max_until_stale = False
 
     def kind_of(self, trial: Trial) -> tuple[bool, bool]:
         """``trainable_kind`` of the trial, looked up once per trainable of the experiment."""
@@ -187,6 +193,7 @@ class TrialBook:
         self.records[rec.trial_id] = rec
         rec._book = self
         self._by_phase[rec.phase][rec.trial_id] = rec
+        self.max_until_stale = True
         if self.on_add is not None:
             self.on_add(rec)
 
@@ -261,8 +268,10 @@ class TrialBook:
 
     def default_until(self, rec: TrialRecord) -> int:
         """Budget of a trial without one: the largest known, else one more iteration."""
-        known = [r.until for r in self.records.values() if r.until is not None]
-        return max(known) if known else rec.iteration + 1
+        if self.max_until_stale:
+            known = [r.until for r in self.records.values() if r.until is not None]
+            self._max_until, self.max_until_stale = max(known, default=None), False
+        return self._max_until if self._max_until is not None else rec.iteration + 1
 
     def resizes(self) -> int:
         """Resizes of all trials."""

@@ -1,8 +1,9 @@
 """The planner's incremental state (issue 14) against a recomputation from scratch.
 
 The planner keeps each trial's spec while its record is unchanged (``TrialBook.changed``) and
-the live trials of each group in an index; both must always equal what a scan of the book and
-a planner with nothing cached compute, whatever happens to the records in between.
+the live trials of each group in an index, and the book the largest budget; all must always
+equal what a scan of the book and a planner with nothing cached compute, whatever happens to
+the records in between.
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ def test_cached_specs_and_live_index_equal_a_recomputation(seed, prior, gpu_memo
         # The reference: a planner with nothing cached, on the same book (changes taken).
         fresh = Planner(book, est, policy, dynamic=True, clock=lambda: 0.0)
         fresh.start(planner.gpus)
+        known = [r.until for r in book.records.values() if r.until is not None]
         for r in recs:
+            assert book.default_until(r) == (max(known) if known else r.iteration + 1)
             want = fresh.spec(r)
             assert got[r.trial_id] == want, (step, r.trial_id)
             p = placing[r.trial_id]
