@@ -12,6 +12,7 @@ a part of ``fluid.tune._planner.Planner``).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,8 @@ PROBE_MIN_EPS = 80.0
 #: than this share of one GPU's time (``f(PROBE_D)``): the configurations of one experiment
 #: share their model family and hardware, so their scaling is alike.
 PROBE_STOP = 0.9
+
+_RUNTIME, _WIDTH = operator.attrgetter("spec.runtime"), operator.attrgetter("width")
 
 
 class Resizing:
@@ -88,8 +91,8 @@ class Resizing:
         self._undo_slow_gangs(live)
         running = self._running_all(live)
         # What a first iteration must show to re-plan at once (``replan_first``).
-        self._load[gid] = sum(r.spec.runtime for r in running) / (
-            sum(r.width for r in running) + self.pool.free_capacity())
+        self._load[gid] = sum(map(_RUNTIME, running)) / (
+            sum(map(_WIDTH, running)) + self.pool.free_capacity())
         # Plan on a copy: the plan is dropped if the guard rejects it or if its gangs need
         # more CPUs than there are. A resize must gain RESIZE_GAIN x eps (anti-oscillation).
         eps = self._estimator.eps
