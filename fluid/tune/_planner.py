@@ -219,9 +219,9 @@ class Planner(Resizing):
         trial just measured. Batching the others leaves makespan and restarts the same on seeds
         0-5 and cuts the hooks' time by more than half.
         """
-        assert self.pool is not None
         load = self._load.get(rec.group)
-        if load is None or self.pool.idle_count() or self.spec(rec).runtime >= load:
+        if (load is None or self.pool is None or self.pool.idle_count()
+                or self.spec(rec).runtime >= load):
             self.replan(rec.group)
         else:
             self.replan_batched(rec.group)
