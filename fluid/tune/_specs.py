@@ -36,7 +36,7 @@ class TrialSpecs:
         self._specs: dict[str, tuple[tuple, TrialSpec, RunningTrial | None]] = {}
         # Ids whose cached spec (and RunningTrial, if any) is exact without recomputing its
         # inputs: the record has not changed since (``TrialBook.changed``) and the spec rests
-        # on the record alone (``_own_spec``).
+        # on the record alone (``OverheadEstimator.own_inputs``).
         self._fresh: set[str] = set()
         # Ids whose record has not changed since their spec was cached (``_placing_spec``).
         self._settled: set[str] = set()
