@@ -1,7 +1,9 @@
 """DynamicFluid (paper Algorithm 2): re-plan a group when a trial leaves or GPUs change.
 
 While trials of the group wait, freed capacity goes to them first (list scheduling with their
-planned widths). Once nobody waits, the widths ``w'_i`` are recomputed with the water-filling
+planned widths), and a packed trial alone on its GPU takes the whole of it if none of them fits
+(``grow_alone``). The last of them to start were sized for a fuller cluster: they get the idle
+GPUs and unused shares as at time 0 (``hand_out``, ``widen_shares``). Once nobody waits, the widths ``w'_i`` are recomputed with the water-filling
 formula over the remaining runtimes of the running trials and applied only where they pay for
 the resize cost ``eps``::
 
@@ -33,7 +35,14 @@ from dataclasses import dataclass, field
 from fluid.core.config import PolicyConfig
 from fluid.core.gpus import GpuPool
 from fluid.core.model import WIDTH_TOL, TrialSpec, gpus_of, is_packed
-from fluid.core.static import Assignment, hand_out, start_in_order, water_fill
+from fluid.core.static import (
+    Assignment,
+    grow_alone,
+    hand_out,
+    start_in_order,
+    water_fill,
+    widen_shares,
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,18 @@ def _regrow(spec: TrialSpec, old: float, new: float, pool: GpuPool, config: Poli
     return pool.move(spec.id, new, config.c_of(spec), spec.memory) is not None
 
 
+def _size_started(started: list[Assignment], specs: Mapping[str, TrialSpec], pool: GpuPool,
+                  config: PolicyConfig) -> list[Assignment]:
+    """The last waiting trials started at widths planned for a fuller cluster: as StaticFluid
+    does at time 0, idle GPUs go to them (``hand_out``, nothing to restart yet) and packed
+    ones widen into the unused share of their GPU (``widen_shares``)."""
+    widths = {a.trial_id: a.width for a in started}
+    widths.update(hand_out([(specs[a.trial_id], a.width, 0.0) for a in started], pool, config))
+    widths.update(widen_shares(
+        [specs[a.trial_id] for a in started if is_packed(widths[a.trial_id])], pool))
+    return [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
+
+
 def dynamic_fluid(
     running: Sequence[RunningTrial],
     waiting: Sequence[tuple[TrialSpec, float]],
@@ -109,7 +130,24 @@ def dynamic_fluid(
     """
     plan = DynamicPlan()
     plan.started, plan.waiting = start_in_order(waiting, pool, config)
-    if plan.waiting or not running:
+    if plan.waiting:
+        alone = pool.alone_packed()  # (most re-plans: none, and the running are not visited)
+        if not alone:
+            return plan
+        specs = {spec.id: spec for spec, _ in waiting}
+        grown = grow_alone(
+            [(r.spec, r.width, config.eps) for r in running if r.spec.id in alone and r.resizable]
+            + [(specs[a.trial_id], a.width, 0.0) for a in plan.started if a.trial_id in alone],
+            pool, config)
+        plan.resized = [Resize(r.spec.id, r.width, 1.0, grown[r.spec.id])
+                        for r in running if r.spec.id in grown]
+        plan.started = [Assignment(a.trial_id, 1.0, grown[a.trial_id]) if a.trial_id in grown
+                        else a for a in plan.started]
+        return plan
+    if plan.started:
+        plan.started = _size_started(plan.started, {spec.id: spec for spec, _ in waiting},
+                                     pool, config)
+    if not running:
         return plan
 
     # Water-fill over what the group holds plus what is free (slip 2: not the whole cluster).

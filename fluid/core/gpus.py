@@ -132,6 +132,10 @@ class GpuPool:
         gpus = self._gpus
         return {next(iter(gpus[g].shares)) for g in self._partial if len(gpus[g].shares) == 1}
 
+    def unfilled(self) -> set[int]:
+        """GPUs holding packed trials whose shares sum to less than 1 (a copy)."""
+        return set(self._partial)
+
     def placement(self) -> dict[int, list[tuple[str, float]]]:
         """``{gpu id: [(trial id, share), ...]}`` for every non-empty GPU."""
         return {
@@ -287,6 +291,22 @@ class GpuPool:
                 self._take(g, trial_id, share, limit, old_memory)
             self._where[trial_id] = held
         return gpus
+
+    def reshare(self, trial_id: str, share: float) -> bool:
+        """Give a packed trial another share of the GPU it is on; False (nothing changed) if
+        the GPU's shares would sum to more than 1. Neither its GPU nor its mates change."""
+        g = self._where[trial_id][0]
+        gpu = self._gpus[g]
+        if not (is_packed(share) and is_packed(gpu.shares[trial_id])):
+            raise ValueError(f"reshare is for packed trials and shares, got {trial_id!r} "
+                             f"at {gpu.shares[trial_id]:g} -> {share:g}")
+        if gpu.used - gpu.shares[trial_id] + share > 1.0 + WIDTH_TOL:
+            return False
+        gpu = self._mine(g)
+        gpu.shares[trial_id] = share
+        gpu.refresh()
+        self._set_partial(g, gpu.used < 1.0 - WIDTH_TOL)
+        return True
 
     def shrink_gang(self, trial_id: str, width: int) -> tuple[int, ...]:
         """Shrink a gang in place to its first ``width`` GPUs (the others become idle)."""

@@ -5,7 +5,16 @@ Widths follow water-filling: GPUs in proportion to each trial's one-GPU runtime 
     w_i = min(max(floor(h_i1 / sum_j h_j1 * n), 1/c_i), d_i)
 
 A packed trial's ``1/c_i`` is the narrowest share: when the GPUs the others leave hold the
-``k`` packed trials fewer to a GPU, each gets ``1/min(c_i, ceil(k / free GPUs))``.
+``k`` packed trials fewer to a GPU, each gets ``1/min(c_i, ceil(k / free GPUs))``. Packing has a
+price when ``alpha_i > 1``, which the formula does not see, so three rules keep it from making a
+packed trial the group's straggler:
+
+* a trial slower even at half a GPU than the water level, ``h_i1 * alpha_i > sum_j h_j1 / n``,
+  gets a whole GPU while one is left (``floor`` alone would have it end after everyone else);
+* once placed, the share a GPU's trials leave unused goes to those on it with
+  ``alpha_i > 1``, the one that would end last first (``widen_shares``);
+* while trials wait that fit nowhere, a packed trial alone on its GPU takes the whole of it
+  (``grow_alone``): the rest of that GPU serves none of them.
 Trials are placed in non-increasing order of ``h_i1``; a trial that does not fit waits, and later
 trials that fit still start (list scheduling). Two deliberate departures from the paper's text
 (DESIGN.md "Known slips" 2 and 3):
@@ -76,7 +85,8 @@ def _water_fill(
     whole = int(math.floor(n + WIDTH_TOL))
     # floor(h_i1 / total * n): elementwise IEEE division and product, the same bits as in
     # Python floats; only the trials that need c_i or d_i are visited one by one.
-    floors = np.floor(np.array(runtimes, dtype=float) / total * n + WIDTH_TOL)
+    h = np.array(runtimes, dtype=float)
+    floors = np.floor(h / total * n + WIDTH_TOL)
     # min(max(floor(share), 1/c), d) with c >= 1, d >= 1: c only matters below one GPU
     # and d only above (asking for them is the costly part with 10,000 trials).
     fill = np.minimum(floors, 1.0)  # 1 for f >= 1; packed and gangs below
@@ -91,9 +101,19 @@ def _water_fill(
         sharing = [order[i] for i in packed.tolist()]
         cs = np.array(config.c_of_all(sharing), dtype=float)
         left = int(math.floor(n - sum(widths) + WIDTH_TOL))  # packed: 0 so far
+        # A packed trial slower even at half a GPU than the water level ``sum_j h_j1 / n``
+        # (when water-filling means every trial to end) would end after all the others: it
+        # gets a whole GPU while one is left, longest first (alpha_i = 1: never slower).
+        alphas = np.array([t.alpha for t in sharing], dtype=float)
+        costly = alphas > 1.0
+        k = packed.size
+        if left >= 1:
+            slow = (cs > 1) & costly & (h[packed] * alphas > total / n)
+            promoted = np.flatnonzero(slow)[:left]
+            cs[promoted], costly[promoted] = 1.0, False
+            left, k = left - promoted.size, k - promoted.size
         if left >= 1:  # (alpha_i = 1: a narrow share is as fast and leaves room for others)
-            costly = np.array([t.alpha > 1.0 for t in sharing])
-            cs = np.where(costly, np.minimum(cs, max(1, math.ceil(packed.size / left))), cs)
+            cs = np.where(costly, np.minimum(cs, max(1, math.ceil(k / left))), cs)
         shares = (1.0 / cs).tolist()  # the same IEEE quotient as 1.0 / c
         for i, share in zip(packed.tolist(), shares, strict=True):
             widths[i] = share
@@ -252,6 +272,48 @@ def hand_out(
     return grown
 
 
+def widen_shares(packed: Sequence[TrialSpec], pool: GpuPool) -> dict[str, float]:
+    """Give the unused share of each packed GPU to the trials on it that pay for packing.
+
+    A trial with ``alpha_i > 1`` runs faster on a wider share ``1/k``; the share a GPU's
+    trials leave unused serves nobody. Each of ``packed`` (placed at shares in ``pool``),
+    the one that would end last first, takes the widest ``1/k`` that still fits on its GPU.
+    Updates ``pool``; returns ``{trial id: new share}`` for the trials that widened.
+    """
+    wider: dict[str, float] = {}
+    roomy = pool.unfilled()
+    if not roomy:
+        return wider  # every packed GPU is full (most plans of a busy cluster)
+    costly = [(spec.runtime_at(pool.share_of(spec.id)), spec) for spec in packed
+              if spec.alpha > 1.0 and pool.where(spec.id)[0] in roomy]
+    for _, spec in sorted(costly, key=lambda x: -x[0]):
+        k_now = round(1.0 / pool.share_of(spec.id))
+        for k in range(2, k_now):
+            if pool.reshare(spec.id, 1.0 / k):
+                wider[spec.id] = 1.0 / k
+                break
+    return wider
+
+
+def grow_alone(candidates: Sequence[tuple[TrialSpec, float, float]], pool: GpuPool,
+                config: PolicyConfig) -> dict[str, tuple[int, ...]]:
+    """While trials wait that fit nowhere, a packed trial alone on its GPU takes the whole of it
+    where that pays for its resize cost: the rest of its GPU serves none of them
+    (``start_in_order`` just found no room for any), and it frees the GPU sooner.
+
+    ``candidates`` are ``(trial, width, cost)`` as for ``hand_out``. Updates ``pool``; returns
+    ``{trial id: its GPUs}`` for the trials that grew to one GPU."""
+    alone = pool.alone_packed()
+    grown = {}
+    for spec, w, cost in candidates:
+        if (spec.id in alone and is_packed(w)
+                and spec.runtime_at(1.0) + cost < spec.runtime_at(w) - WIDTH_TOL):
+            gpus = pool.move(spec.id, 1.0, config.c_of(spec), spec.memory)
+            if gpus is not None:
+                grown[spec.id] = gpus
+    return grown
+
+
 def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfig) -> StaticPlan:
     """Algorithm 1 on the GPUs of ``pool`` that are free; updates ``pool`` in place."""
     ids = [t.id for t in trials]
@@ -264,10 +326,19 @@ def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfi
     ids = [t.id for t in order]
     widths = dict(zip(ids, fill, strict=True))
     started, skipped, rest = _start(zip(order, fill, strict=True), pool, config)
+    by_id = {t.id: t for t in order[:rest]}  # every trial started (none after ``rest`` did)
     if not skipped and rest == len(order):
-        by_id = {t.id: t for t in trials}
         grown = hand_out([(by_id[a.trial_id], a.width, 0.0) for a in started], pool, config)
+    else:
+        grown = dict.fromkeys(
+            grow_alone([(by_id[a.trial_id], a.width, 0.0) for a in started], pool, config), 1.0)
+    if grown:
         widths.update(grown)
         started = [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
+    wider = widen_shares([by_id[a.trial_id] for a in started if is_packed(widths[a.trial_id])],
+                         pool)
+    if wider:
+        widths.update(wider)
+        started = [Assignment(a.trial_id, widths[a.trial_id], a.gpus) for a in started]
     waiting = [ids[k] for k in skipped] + ids[rest:]
     return StaticPlan(widths=widths, started=started, waiting=waiting)

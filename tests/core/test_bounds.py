@@ -76,9 +76,10 @@ def test_equal_packed_trials_fill_their_gpus(alpha: float, c: int | None) -> Non
 
 def test_the_plan_is_near_its_best_found_schedule_on_random_groups() -> None:
     # Seeded random groups like the strategies': up to 4 trials, 1-5 GPUs, alpha in [1, 2],
-    # beta in [1, 1.5], c and d given or derived. Measured with this seed: 5 of 300 plans
-    # more than 5% behind the best schedule found, the worst 1.18x (list-scheduling order and
-    # gangs for short trials, which water-filling does not search).
+    # beta in [1, 1.5], c and d given or derived. Issue 12: no plan more than 5% behind the
+    # best schedule found (measured with this seed: the worst 1.02x; 5 of 300 were more than
+    # 5% behind, the worst 1.18x, before packed stragglers got a whole GPU, shares widened into
+    # unused capacity and packed trials alone took their GPU while others waited).
     rng = random.Random(0)
     ratios = []
     for _ in range(300):
@@ -93,5 +94,4 @@ def test_the_plan_is_near_its_best_found_schedule_on_random_groups() -> None:
                               d=rng.choice([None, *range(1, 9)]))
         best = best_found(trials, n, config, max_schedules=2_000)
         ratios.append(simulate_group(trials, n, config, "dynamic").makespan / best)
-    assert max(ratios) <= 1.2
-    assert sum(r > 1.05 for r in ratios) <= 0.02 * len(ratios)
+    assert max(ratios) <= 1.05

@@ -138,7 +138,10 @@ def test_gpu_removal_evicts_and_the_re_plan_restarts_the_evicted() -> None:
     pool.release("b")  # b ends: its GPUs and the idle ones fit a again
     replan = dynamic_fluid([running[1]], replan.waiting, pool, config)
     assert [a.trial_id for a in replan.started] == ["a"] and replan.waiting == []
-    assert 0 not in pool.where("a") and len(pool.where("a")) == 3
+    # a starts on its 3 GPUs and, as StaticFluid would at time 0, takes the fourth idle one
+    # (c holds the fifth): 40/4 s against 40/3 s.
+    assert 0 not in pool.where("a") and len(pool.where("a")) == 4 and pool.idle_count() == 0
+    assert replan.started[0].width == 4.0
     assert_pool_feasible(pool, by_id, config)
 
 
@@ -196,6 +199,7 @@ def test_re_plans_keep_the_pool_feasible_and_follow_the_rules(
         for i, t in enumerate(started)
     ]
     before = {t: pool.where(t) for t in started}
+    alone = pool.alone_packed()
     again = pool.copy()
     replan = dynamic_fluid(running, waiting, pool, config)
     assert_pool_feasible(pool, by_id, config)
@@ -203,7 +207,9 @@ def test_re_plans_keep_the_pool_feasible_and_follow_the_rules(
     assert dynamic_fluid(running, waiting, again, config, target=replan.target) == replan
     assert again.placement() == pool.placement()
     if replan.waiting:
-        assert replan.resized == []  # nobody is resized while trials of the group wait
+        # While trials of the group wait, only a packed trial alone on its GPU is resized: to
+        # one GPU, the rest of its GPU being of no use to them.
+        assert all(z.trial_id in alone and z.new_width == 1.0 for z in replan.resized)
     resized = {r.trial_id: r for r in replan.resized}
     for r in running:
         tid = r.spec.id

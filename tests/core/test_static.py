@@ -19,8 +19,10 @@ from fluid.core import (
     static_fluid,
     water_fill,
 )
+from fluid.core.groupsim import simulate_group
 from fluid.core.instance import figure5
 from fluid.core.model import is_packed
+from fluid.core.static import widen_shares
 
 from .strategies import assert_pool_feasible, configs, trial_lists
 from .test_static_reference import reference_widths
@@ -183,3 +185,52 @@ def test_w_min_is_a_floor_of_every_plan() -> None:
     plan = dynamic_fluid([RunningTrial(long, 1.0), RunningTrial(asked, 2.0)], [], pool, config)
     assert all(r.new_width >= 2.0 for r in plan.resized if r.trial_id == "asked")
     assert pool.share_of("asked") == 2.0
+
+
+def test_a_packed_trial_that_would_end_last_gets_a_whole_gpu() -> None:
+    # 2 GPUs, c = 4, d = 1 (a random group of test_bounds, 1.18x behind best found before):
+    # water level (276 + 587 + 705 + 7) / 2 = 788 s; t2 at half a GPU would take
+    # 705 x 1.795 = 1266 s, so it gets GPU 0 alone; t0 (alpha 1.66: c_i = 2) and t1
+    # (alpha 1: free to pack, 1/4) share GPU 1; t3 waits for t0 to end (457 s).
+    trials = [TrialSpec("t0", 275.6, alpha=1.66), TrialSpec("t1", 587.3),
+              TrialSpec("t2", 705.5, alpha=1.795), TrialSpec("t3", 7.0)]
+    config = PolicyConfig(c=4, d=1)
+    pool = GpuPool(2)
+    plan = static_fluid(trials, pool, config)
+    assert plan.widths == {"t2": 1.0, "t1": 0.25, "t0": 0.5, "t3": 0.25}
+    assert pool.placement() == {0: [("t2", 1.0)], 1: [("t1", 0.25), ("t0", 0.5)]}
+    assert plan.waiting == ["t3"]
+    # Nothing ends after t2's 705.5 s alone: the best list schedule's makespan.
+    assert simulate_group(trials, 2, config, "dynamic").makespan == pytest.approx(705.5)
+
+
+def test_the_unused_share_of_a_gpu_goes_to_the_trial_that_pays_for_packing() -> None:
+    # One GPU, c = 6: three trials that pack for free (alpha 1) take 1/6 each; t3 (alpha
+    # 1.111) would get 1/4 of it, a quarter of the GPU unused: it takes 1/2 instead.
+    trials = [TrialSpec("t0", 17.0), TrialSpec("t1", 34.0), TrialSpec("t2", 34.0),
+              TrialSpec("t3", 33.0, alpha=1.111)]
+    pool = GpuPool(1)
+    plan = static_fluid(trials, pool, PolicyConfig(c=6))
+    assert plan.widths["t3"] == 0.5 and [a.width for a in plan.started if a.trial_id == "t3"] == [0.5]
+    assert sum(share for _, share in pool.placement()[0]) == pytest.approx(1.0)
+    # widen_shares: the one that would end last widens first, to the widest share that fits.
+    pool = GpuPool(1)
+    a, b = TrialSpec("a", 10.0, alpha=1.5), TrialSpec("b", 30.0, alpha=1.2)
+    for tid in ("a", "b", "free"):
+        pool.place(tid, 0.25, c=4)
+    # b would end last (30 x 1.2^3 > 10 x 1.5^3): 1/2; nothing is left for a.
+    assert widen_shares([a, b, TrialSpec("free", 5.0)], pool) == {"b": 0.5}
+    assert pool.placement() == {0: [("a", 0.25), ("b", 0.5), ("free", 0.25)]}
+    pool.release("b")
+    assert widen_shares([TrialSpec("free", 5.0)], pool) == {}  # alpha 1 gains nothing
+
+
+def test_a_packed_trial_alone_takes_its_gpu_while_the_others_cannot_fit() -> None:
+    # One GPU: t1 (alpha 1.38) is placed at 1/2; t0 packs badly (alpha 1.96: c_i = 1) and needs
+    # the whole GPU, so it waits whatever t1 does: t1 runs alone on the whole GPU meanwhile.
+    trials = [TrialSpec("t0", 244.4, alpha=1.957), TrialSpec("t1", 261.6, alpha=1.379)]
+    config = PolicyConfig(c=3, d=5)
+    pool = GpuPool(1)
+    plan = static_fluid(trials, pool, config)
+    assert plan.widths["t1"] == 1.0 and plan.waiting == ["t0"]
+    assert simulate_group(trials, 1, config, "dynamic").makespan == pytest.approx(506.0)

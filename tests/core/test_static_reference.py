@@ -78,9 +78,10 @@ class NaivePool:
 
 def reference_widths(trials: list[TrialSpec], n: float, config: PolicyConfig) -> dict[str, float]:
     """Algorithm 1's formula, in non-increasing order of ``h_i1`` (ties in input order), then
-    packed shares widened to ``1/min(c_i, ceil(k / GPUs left))`` for trials with
-    ``alpha_i > 1`` (``k`` packed trials; GPUs left: ``floor(n - sum of the others' w_i)``),
-    then ``w_min``."""
+    packed trials with ``alpha_i > 1`` slower at half a GPU than ``total / n`` promoted to one
+    GPU while GPUs are left, the other packed shares widened to ``1/min(c_i, ceil(k / GPUs
+    left))`` for trials with ``alpha_i > 1`` (``k`` packed trials not promoted; GPUs left:
+    ``floor(n - sum of the others' w_i)``), then ``w_min``."""
     order = sorted(trials, key=lambda t: -t.runtime)
     total = sum(t.runtime for t in order)
     whole = math.floor(n + TOL)
@@ -91,9 +92,17 @@ def reference_widths(trials: list[TrialSpec], n: float, config: PolicyConfig) ->
     }
     packed = [t for t in order if math.floor(t.runtime / total * n + TOL) < 1]
     left = math.floor(n - sum(widths[t.id] for t in order if t not in packed) + TOL)
+    promoted = []
+    for t in packed:  # slower at 1/2 than the water level total / n: one GPU, while any left
+        if (left >= 1 and config.c_of(t) > 1 and t.alpha > 1.0
+                and t.runtime * t.alpha > total / n):
+            widths[t.id] = 1.0
+            promoted.append(t)
+            left -= 1
     for t in packed:
-        if left >= 1 and t.alpha > 1.0:
-            widths[t.id] = 1 / min(config.c_of(t), max(1, math.ceil(len(packed) / left)))
+        if left >= 1 and t.alpha > 1.0 and t not in promoted:
+            k = len(packed) - len(promoted)
+            widths[t.id] = 1 / min(config.c_of(t), max(1, math.ceil(k / left)))
     for t in order:
         if t.w_min is not None and widths[t.id] < t.w_min - TOL:
             widths[t.id] = t.w_min
@@ -150,6 +159,40 @@ def reference_hand_out(
             lonely.add(mates[0])
         width[spec.id] = grown[spec.id] = nxt
         cost[spec.id] = 0.0
+    return grown
+
+
+def reference_widen(started: list[tuple[TrialSpec, float]], pool: NaivePool) -> dict[str, float]:
+    """Packed trials with ``alpha_i > 1``, the one that would end last first, each to the
+    widest ``1/k`` (``k >= 2``) that fits in what its GPU's shares leave."""
+    wider: dict[str, float] = {}
+    costly = [(s, w) for s, w in started if is_packed(w) and s.alpha > 1.0]
+    for spec, w in sorted(costly, key=lambda x: -x[0].runtime_at(x[1])):
+        (g,) = pool.where[spec.id]
+        rest = pool.used(g) - w
+        for k in range(2, round(1 / w)):
+            if rest + 1 / k <= 1 + TOL:
+                pool.gpus[g][spec.id] = (1 / k, *pool.gpus[g][spec.id][1:])
+                wider[spec.id] = 1 / k
+                break
+    return wider
+
+
+def reference_grow_alone(started: list[tuple[TrialSpec, float]], pool: NaivePool,
+                         config: PolicyConfig) -> dict[str, float]:
+    """While trials wait: packed trials alone on their GPU that are faster on one GPU move to
+    the first idle GPU (their own, released, counts)."""
+    grown: dict[str, float] = {}
+    alone = [s for s, w in started if is_packed(w) and len(pool.gpus[pool.where[s.id][0]]) == 1]
+    for spec in alone:
+        (g,) = pool.where[spec.id]
+        if spec.runtime_at(1.0) < spec.runtime_at(pool.gpus[g][spec.id][0]) - TOL:
+            del pool.where[spec.id]
+            old = pool.gpus[g].pop(spec.id)
+            if pool.place(spec.id, 1.0, config.c_of(spec), spec.memory) is None:
+                pool.gpus[g][spec.id], pool.where[spec.id] = old, (g,)
+            else:
+                grown[spec.id] = 1.0
     return grown
 
 
@@ -219,6 +262,9 @@ def test_static_fluid_matches_the_reference(seed: int) -> None:
         (waiting.append(tid) if gpus_got is None else started.append((spec, w)))
     if not waiting:
         widths.update(reference_hand_out(started, naive, config))
+    else:
+        widths.update(reference_grow_alone(started, naive, config))
+    widths.update(reference_widen([(s, widths[s.id]) for s, _ in started], naive))
     assert [(a.trial_id, a.width, a.gpus) for a in plan.started] == [
         (s.id, widths[s.id], naive.where[s.id]) for s, _ in started
     ]
