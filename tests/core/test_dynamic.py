@@ -118,6 +118,21 @@ def test_waiting_trials_take_freed_capacity_first() -> None:
     assert plan.resized == []  # nobody is resized while trials of the group wait
 
 
+def test_a_packed_trial_left_alone_takes_its_gpu_while_the_waiting_cannot_fit() -> None:
+    # One GPU: t3 (alpha 1.7) at half of it lost its mate; t2 needs the whole GPU and waits
+    # whatever t3 does, so t3 runs on the whole GPU (at an eps that the gain pays for) and
+    # frees it sooner; with a cost above the gain it stays.
+    t3, t2 = TrialSpec("t3", 30.0, alpha=1.7), TrialSpec("t2", 4.0, alpha=2.0)
+    for eps, grows in ((1.0, True), (25.0, False)):
+        pool = GpuPool(1)
+        pool.place("t3", 0.5, c=6)
+        plan = dynamic_fluid([RunningTrial(t3, 0.5)], [(t2, 1.0)], pool,
+                             PolicyConfig(c=6, eps=eps))
+        assert [s.id for s, _ in plan.waiting] == ["t2"] and plan.started == []
+        assert [(z.trial_id, z.new_width) for z in plan.resized] == ([("t3", 1.0)] if grows else [])
+        assert pool.share_of("t3") == (1.0 if grows else 0.5)
+
+
 def test_gpu_removal_evicts_and_the_re_plan_restarts_the_evicted() -> None:
     trials = [TrialSpec("a", 40.0), TrialSpec("b", 20.0), TrialSpec("c", 4.0)]
     config = PolicyConfig(c=2, d=4)
