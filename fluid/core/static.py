@@ -182,30 +182,30 @@ def start_while_room(
     return started, read
 
 
-def _next_width(width: float) -> float:
-    return 1.0 if is_packed(width) else width + 1.0
-
-
 def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whole: int,
               room: int) -> float | None:
-    """The width ``hand_out`` would grow a trial to from ``w`` (``None``: it would not, or
-    that width needs more than the ``room`` whole GPUs the trial could take now)."""
-    # Each runtime and d_i computed once (pure functions: asked again, the same bits).
+    """The width ``hand_out`` would grow a trial to from ``w``: the least one, on at most
+    ``room`` more whole GPUs and within ``d_i``, whose runtime beats ``h_i(w)`` by more than
+    ``cost`` (``None``: none does). One restart pays for any number of extra GPUs, so a trial
+    that one more GPU would not pay a restart for may still grow onto several (a packed
+    share as fast as a whole GPU, ``alpha ~ 1``, gains only from a gang, the same way)."""
     if room < 1:
         return None
-    if not is_packed(w):
-        nxt = w + 1.0
-        # d_of is at most the trial's own d: past it, no need to ask (most trials, each re-plan)
-        if (spec.d is not None and nxt > spec.d) or nxt > config.d_of(spec, whole):
-            return None
-        return nxt if spec.runtime_at(nxt) + cost < spec.runtime_at(w) - WIDTH_TOL else None
-    h_w = spec.runtime_at(w) - WIDTH_TOL
-    if spec.runtime_at(1.0) + cost < h_w:
-        return 1.0  # d_i >= 1 always
-    if room < 2 or config.d_of(spec, whole) < 2:
+    lo, top = (1, room) if is_packed(w) else (int(round(w)) + 1, int(round(w)) + room)
+    # d_of is at most the trial's own d: past it, no need to ask (most trials, each re-plan)
+    if spec.d is not None and lo > spec.d:
         return None
-    # Its share runs as fast as a whole GPU (alpha ~ 1): only a gang of two gains.
-    return 2.0 if spec.runtime_at(2.0) + cost < h_w else None
+    top = min(top, config.d_of(spec, whole))
+    h_w = spec.runtime_at(w) - WIDTH_TOL
+    before = h_w + WIDTH_TOL
+    for k in range(lo, top + 1):
+        h_k = spec.runtime_at(float(k))
+        if h_k + cost < h_w:
+            return float(k)
+        if k > 1 and h_k >= before:
+            return None  # past the fastest gang: wider ones are slower still
+        before = h_k
+    return None
 
 
 def hand_out(
@@ -218,11 +218,12 @@ def hand_out(
     A packed trial alone on its GPU may also grow to that whole GPU (the rest of it is idle).
 
     ``candidates`` are ``(trial, current width, cost of resizing it)``: ``eps`` for a running
-    trial, 0 for one being started or already being resized. A trial grows to its next width
-    (a packed share becomes one GPU, or a gang of two when one GPU would gain nothing, a gang
-    gets one more) only if
-    ``h_i(w_next) + cost < h_i(w)``, never past ``d_i``. Gangs keep their GPUs and add one.
-    Updates ``pool``; returns ``{trial id: new width}`` for the trials that grew.
+    trial, 0 for one being started or already being resized. A trial grows to the least
+    wider shape ``w'`` (whole GPUs: a packed share becomes one GPU or a gang, a gang gets more
+    GPUs) with ``h_i(w') + cost < h_i(w)``, never past ``d_i``: one more GPU at a time once
+    the cost is paid, several at once where one more alone would not pay for it. Gangs keep
+    their GPUs and add the new ones. Updates ``pool``; returns ``{trial id: new width}`` for
+    the trials that grew.
     """
     grown: dict[str, float] = {}
     # A packed trial alone on its GPU can take the whole of it in place, without idle GPUs.
@@ -258,7 +259,7 @@ def hand_out(
         moved = (
             pool.move(spec.id, nxt, config.c_of(spec), spec.memory)
             if is_packed(w)
-            else pool.grow_gang(spec.id, 1)
+            else pool.grow_gang(spec.id, int(round(nxt - w)))
         )
         if moved is None:
             continue

@@ -234,3 +234,24 @@ def test_a_packed_trial_alone_takes_its_gpu_while_the_others_cannot_fit() -> Non
     plan = static_fluid(trials, pool, config)
     assert plan.widths["t1"] == 1.0 and plan.waiting == ["t0"]
     assert simulate_group(trials, 1, config, "dynamic").makespan == pytest.approx(506.0)
+
+
+def test_one_restart_pays_for_several_gpus() -> None:
+    # A running trial of 40 s on one GPU, 3 idle GPUs, a restart cost of 20 s: a second GPU
+    # alone gains 40 - 21 = 19 s, not enough; four GPUs gain 40 - 11.6 = 28.4 s, so it takes
+    # them at once (one restart), not one at a time as long as each step pays (it would stay).
+    spec = TrialSpec("long", 40.0, beta=1.05)
+    for cost, grows in ((20.0, True), (15.0, True), (30.0, False)):
+        pool = GpuPool(4)
+        pool.place("long", 1.0)
+        grown = hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
+        # 20 s: the least width that pays is 3 GPUs (40 - 14.0 = 26 s), then a fourth GPU
+        # gains more at no further cost; 15 s: 2 GPUs pay, then 3 and 4 follow; 30 s: none.
+        assert grown == ({"long": 4.0} if grows else {})
+        assert len(pool.where("long")) == (4 if grows else 1)
+    # A packed share as fast as a whole GPU (alpha 1) gains only from a gang: of 3 GPUs
+    # here, where a gang of 2 (40 / 2 x 1.3 = 26 s) does not pay for a cost of 15 s.
+    pool = GpuPool(3)
+    pool.place("share", 0.5, c=2)
+    grown = hand_out([(TrialSpec("share", 40.0, beta=1.3), 0.5, 15.0)], pool, PolicyConfig(d=3))
+    assert grown == {"share": 3.0} and len(pool.where("share")) == 3

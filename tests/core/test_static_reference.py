@@ -128,18 +128,17 @@ def reference_hand_out(
         i = min(active, key=lambda i: (-started[i][0].runtime_at(width[started[i][0].id]), i))
         spec = started[i][0]
         w = width[spec.id]
-        nxt = 1.0 if is_packed(w) else w + 1.0
         k = cost[spec.id]
-        if (is_packed(w) and config.d_of(spec, len(pool.gpus)) >= 2
-                and not spec.runtime_at(1.0) + k < spec.runtime_at(w) - TOL):
-            nxt = 2.0  # a share as fast as a whole GPU: only a gang of two gains
-        if (
-            nxt > config.d_of(spec, len(pool.gpus))
-            or not spec.runtime_at(nxt) + k < spec.runtime_at(w) - TOL
-            or not (pool.idle() or spec.id in lonely)
-        ):
+        # The least wider whole-GPU shape that pays for the cost, on the GPUs it could take.
+        room = len(pool.idle()) + (spec.id in lonely)
+        base = 0 if is_packed(w) else round(w)
+        paying = [float(g) for g in range(base + 1, base + room + 1)
+                  if g <= config.d_of(spec, len(pool.gpus))
+                  and spec.runtime_at(float(g)) + k < spec.runtime_at(w) - TOL]
+        if not paying:
             active.remove(i)
             continue
+        nxt = paying[0]
         mates = neighbours(spec.id)
         if is_packed(w):
             (g,) = pool.where[spec.id]
@@ -151,9 +150,9 @@ def reference_hand_out(
                 active.remove(i)
                 continue
         else:
-            extra = pool.idle()[0]
-            pool.gpus[extra][spec.id] = (1.0, 1, spec.memory)
-            pool.where[spec.id] += (extra,)
+            for extra in pool.idle()[: round(nxt - w)]:
+                pool.gpus[extra][spec.id] = (1.0, 1, spec.memory)
+                pool.where[spec.id] += (extra,)
         lonely.discard(spec.id)
         if len(mates) == 1 and mates[0] in width and is_packed(width[mates[0]]):
             lonely.add(mates[0])
@@ -310,7 +309,9 @@ def test_hand_out_with_resize_costs_matches_the_reference(seed: int) -> None:
             assert pool.place(f"filler{g}", 1.0) == naive.place(f"filler{g}", 1.0, 1, None)
     by_id = {t.id: t for t in trials}
     kept = [(by_id[a.trial_id], a.width) for a in started if a.trial_id not in gone]
-    costs = {s.id: float(rng.choice([0.0, rng.uniform(0.0, 50.0)])) for s, _ in kept}
+    # Some costs near half a trial's runtime: one more GPU then rarely pays, several may.
+    costs = {s.id: float(rng.choice([0.0, rng.uniform(0.0, 50.0),
+                                     s.runtime * rng.uniform(0.3, 0.7)])) for s, _ in kept}
     grown = hand_out([(s, w, costs[s.id]) for s, w in kept], pool, config)
     assert grown == reference_hand_out(kept, naive, config, costs)
     assert pool.placement() == naive.placement()
