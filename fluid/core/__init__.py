@@ -34,11 +34,13 @@ from fluid.core.overheads import (
 from fluid.core.static import (
     Assignment,
     StaticPlan,
+    grow_alone,
     hand_out,
     start_in_order,
     start_while_room,
     static_fluid,
     water_fill,
+    widen_shares,
 )
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "fit_alpha",
     "fit_beta",
     "gpus_of",
+    "grow_alone",
     "hand_out",
     "is_packed",
     "is_safe",
@@ -80,4 +83,5 @@ __all__ = [
     "start_while_room",
     "static_fluid",
     "water_fill",
+    "widen_shares",
 ]

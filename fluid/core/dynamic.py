@@ -3,9 +3,9 @@
 While trials of the group wait, freed capacity goes to them first (list scheduling with their
 planned widths), and a packed trial alone on its GPU takes the whole of it if none of them fits
 (``grow_alone``). The last of them to start were sized for a fuller cluster: they get the idle
-GPUs and unused shares as at time 0 (``hand_out``, ``widen_shares``). Once nobody waits, the widths ``w'_i`` are recomputed with the water-filling
-formula over the remaining runtimes of the running trials and applied only where they pay for
-the resize cost ``eps``::
+GPUs and unused shares as at time 0 (``hand_out``, ``widen_shares``). Once nobody waits, the
+widths ``w'_i`` are recomputed with the water-filling formula over the remaining runtimes of the
+running trials and applied only where they pay for the resize cost ``eps``::
 
     scale up    if w'_i > w_i and h_i(w'_i) + eps < h_i(w_i)
     scale down  if w'_i < w_i and w'_i * (h_i(w'_i) + eps) < w_i * h_i(w_i)

@@ -305,7 +305,7 @@ def grow_alone(candidates: Sequence[tuple[TrialSpec, float, float]], pool: GpuPo
     ``candidates`` are ``(trial, width, cost)`` as for ``hand_out``. Updates ``pool``; returns
     ``{trial id: its GPUs}`` for the trials that grew to one GPU."""
     alone = pool.alone_packed()
-    grown = {}
+    grown: dict[str, tuple[int, ...]] = {}
     for spec, w, cost in candidates:
         if (spec.id in alone and is_packed(w)
                 and spec.runtime_at(1.0) + cost < spec.runtime_at(w) - WIDTH_TOL):
