@@ -96,6 +96,8 @@ def _regrow(spec: TrialSpec, old: float, new: float, pool: GpuPool, config: Poli
             pool.shrink_gang(spec.id, int(round(new)))
             return True
         return pool.grow_gang(spec.id, int(round(new - old))) is not None
+    if not is_packed(new) and pool.idle_count() + pool.alone(spec.id) < gpus_of(new):
+        return False  # too few GPUs even with its own: no need to take it off and put it back
     return pool.move(spec.id, new, config.c_of(spec), spec.memory) is not None
 
 

@@ -191,18 +191,28 @@ def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whol
     share as fast as a whole GPU, ``alpha ~ 1``, gains only from a gang, the same way)."""
     if room < 1:
         return None
-    lo, top = (1, room) if is_packed(w) else (int(round(w)) + 1, int(round(w)) + room)
-    # d_of is at most the trial's own d: past it, no need to ask (most trials, each re-plan)
+    packed = is_packed(w)
+    lo = 1 if packed else int(w) + 1
+    # d_of is at most the trial's own d: past it, no need to ask (most trials, each re-plan);
+    # one GPU is always allowed (d_i >= 1), so a packed trial asks only if that is not enough.
     if spec.d is not None and lo > spec.d:
         return None
-    top = min(top, config.d_of(spec, whole))
+    d = None if packed else config.d_of(spec, whole)
+    if d is not None and lo > d:
+        return None
     h_w = spec.runtime_at(w) - WIDTH_TOL
-    before = h_w + WIDTH_TOL
-    for k in range(lo, top + 1):
+    before = spec.runtime_at(float(lo))
+    if before + cost < h_w:
+        return float(lo)  # the next width pays (most growths): nothing more to look at
+    top = room if packed else int(w) + room
+    if top == lo or h_w - spec.runtime / top <= cost:
+        return None  # not even a gang of ``top`` scaling perfectly (h_i1 / top) would pay
+    top = min(top, config.d_of(spec, whole) if d is None else d)
+    for k in range(lo + 1, top + 1):
         h_k = spec.runtime_at(float(k))
         if h_k + cost < h_w:
             return float(k)
-        if k > 1 and h_k >= before:
+        if h_k >= before:
             return None  # past the fastest gang: wider ones are slower still
         before = h_k
     return None
