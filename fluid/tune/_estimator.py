@@ -11,7 +11,10 @@
   ``time_this_iter_s / f_i(w)`` under its ``alpha_i``, ``beta_i`` (``f`` is
   ``fluid.core.slowdown``);
 * ``alpha`` / ``beta`` (reported): median over the trials measured at two widths, else the prior;
-* ``eps``: what a resize cost, measured on the first result after it, median of recent ones.
+* ``eps``: what a resize cost, measured on the first result after it, median of recent ones;
+  until a resize is measured, what a start cost (a restart stops the trial and starts it
+  again: at least that), measured on the first result after each start; until then
+  ``DEFAULT_EPS``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ray.tune.experiment import Trial
 from fluid.core import slowdown
 from fluid.tune._records import TrialBook, TrialRecord
 
-#: Seconds a resize is assumed to cost until one has been measured.
+#: Seconds a resize is assumed to cost until a resize or a start has been measured.
 DEFAULT_EPS = 5.0
 #: ``alpha`` of a trial nothing is known about: two on a GPU each run half as fast (no gain).
 PRIOR_ALPHA = 2.0
@@ -59,6 +62,7 @@ class OverheadEstimator:
         self.default_iteration_time = default_iteration_time
         self.trial_memory, self.gpu_memory = trial_memory, gpu_memory
         self.eps_samples: deque = deque(maxlen=10)
+        self.start_samples: deque = deque(maxlen=10)  # seconds from a start to training
         self._alpha_by_trial: dict[str, float] = {}
         self._beta_by_trial: dict[str, float] = {}
         self._mean_time: float | None = None  # mean iteration time of measured trials
@@ -80,10 +84,13 @@ class OverheadEstimator:
 
     @property
     def eps(self) -> float:
-        """``eps``: the resize cost in seconds, as given or as measured (median)."""
+        """``eps``: the resize cost in seconds, as given or as measured (median of the recent
+        resizes, else of the recent starts, else ``DEFAULT_EPS``)."""
         if self.fixed_eps is not None:
             return self.fixed_eps
-        return statistics.median(self.eps_samples) if self.eps_samples else DEFAULT_EPS
+        if self.eps_samples:
+            return statistics.median(self.eps_samples)
+        return statistics.median(self.start_samples) if self.start_samples else DEFAULT_EPS
 
     def slowdown(self, width: float | None, rec: TrialRecord | None = None) -> float:
         """``f_i(w)`` under the trial's ``alpha_i``, ``beta_i`` (the prior's without a trial;
@@ -107,9 +114,10 @@ class OverheadEstimator:
         or its first at this width (a new ``alpha_i``/``beta_i``: its group is planned again).
 
         The first result after a resize measures ``eps`` instead (the time since the resize
-        decision less that result's own ``time_this_iter_s``); the first of a fresh start
-        (warm-up) is skipped unless the trial has no sample yet. The first result at a width
-        the trial never ran at is also a sample.
+        decision less that result's own ``time_this_iter_s``); the first of another start
+        measures what a start costs the same way (``eps`` until a resize is measured), and
+        as a sample (warm-up and all) it counts only if the trial has none yet. The first
+        result at a width the trial never ran at is also a sample.
         """
         if rec.resize_at is not None:
             # The iteration it ran at the new shape is its own (``dt``), not the restart: a
@@ -122,8 +130,12 @@ class OverheadEstimator:
                 return False
             # Its first iteration ever at this width (a probe) counts at once, warm-up and all
             # (pessimistic for the new width), so that a failed probe is undone a result sooner.
-        elif dt is None or not rec.actual or (rec.fresh_start and rec.samples):
-            return False
+        else:
+            if rec.fresh_start and dt is not None and rec.shapes and rec.shapes[-1][1]:
+                # A start: the time since the trial was handed its shape, less its iteration.
+                self.start_samples.append(max(0.0, now - rec.shapes[-1][0] - float(dt)))
+            if dt is None or not rec.actual or (rec.fresh_start and rec.samples):
+                return False
         rec.samples.append((float(dt), rec.actual))
         rec.touch()
         new_width = rec.actual not in rec.raw

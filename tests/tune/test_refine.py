@@ -70,6 +70,30 @@ def test_first_result_after_a_resize_measures_eps():
     assert rec.resize_at is None and len(rec.samples) == 1
 
 
+def test_until_a_resize_is_measured_eps_is_what_starts_cost():
+    book = TrialBook()
+    est = _estimator(book)
+    a, b = TrialRecord(_trial("a"), 0, 10), TrialRecord(_trial("b"), 0, 10)
+    for rec in (a, b):
+        book.add(rec)
+        rec.actual = 1.0
+    a.shapes.append((10.0, 1.0, (0,)))  # handed one GPU at 10 s
+    assert est.eps == 5.0  # DEFAULT_EPS: nothing measured
+    est.observe(a, 2.0, now=13.5)  # its first result: 3.5 s since the start, 2 s training
+    assert est.eps == pytest.approx(1.5)
+    a.fresh_start = False
+    est.observe(a, 2.0, now=15.5)  # not a start: nothing to measure
+    assert est.eps == pytest.approx(1.5)
+    b.shapes.append((10.0, 1.0, (1,)))
+    est.observe(b, 2.0, now=14.5)
+    assert est.eps == pytest.approx(2.0)  # the median of 1.5 and 2.5 s
+    b.fresh_start = False
+    # A measured resize replaces the starts: a restart also saves and restores.
+    b.resize_at, b.raw[1.0] = 20.0, deque([2.0])
+    est.observe(b, 2.0, now=28.0)
+    assert est.eps == pytest.approx(6.0)
+
+
 def test_profile_sets_overheads():
     from fluid.tune.profiler import Profile
 
