@@ -39,9 +39,9 @@ from fluid.core.static import (
     Assignment,
     grow_alone,
     hand_out,
+    size_started,
     start_in_order,
     water_fill,
-    widen_shares,
 )
 
 
@@ -101,18 +101,6 @@ def _regrow(spec: TrialSpec, old: float, new: float, pool: GpuPool, config: Poli
     return pool.move(spec.id, new, config.c_of(spec), spec.memory) is not None
 
 
-def _size_started(started: list[Assignment], specs: Mapping[str, TrialSpec], pool: GpuPool,
-                  config: PolicyConfig) -> list[Assignment]:
-    """The last waiting trials started at widths planned for a fuller cluster: as StaticFluid
-    does at time 0, idle GPUs go to them (``hand_out``, nothing to restart yet) and packed
-    ones widen into the unused share of their GPU (``widen_shares``)."""
-    widths = {a.trial_id: a.width for a in started}
-    widths.update(hand_out([(specs[a.trial_id], a.width, 0.0) for a in started], pool, config))
-    widths.update(widen_shares(
-        [specs[a.trial_id] for a in started if is_packed(widths[a.trial_id])], pool))
-    return [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
-
-
 def dynamic_fluid(
     running: Sequence[RunningTrial],
     waiting: Sequence[tuple[TrialSpec, float]],
@@ -147,8 +135,8 @@ def dynamic_fluid(
                         else a for a in plan.started]
         return plan
     if plan.started:
-        plan.started = _size_started(plan.started, {spec.id: spec for spec, _ in waiting},
-                                     pool, config)
+        plan.started = size_started(plan.started, {spec.id: spec for spec, _ in waiting},
+                                    pool, config, waits=False)
     if not running:
         return plan
 

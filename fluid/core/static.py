@@ -37,7 +37,7 @@ from __future__ import annotations
 import heapq
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -295,11 +295,10 @@ def widen_shares(packed: Sequence[TrialSpec], pool: GpuPool) -> dict[str, float]
     roomy = pool.unfilled()
     if not roomy:
         return wider  # every packed GPU is full (most plans of a busy cluster)
-    costly = [(spec.runtime_at(pool.share_of(spec.id)), spec) for spec in packed
+    shares = [(spec, pool.share_of(spec.id)) for spec in packed
               if spec.alpha > 1.0 and pool.where(spec.id)[0] in roomy]
-    for _, spec in sorted(costly, key=lambda x: -x[0]):
-        k_now = round(1.0 / pool.share_of(spec.id))
-        for k in range(2, k_now):
+    for spec, share in sorted(shares, key=lambda x: -x[0].runtime_at(x[1])):
+        for k in range(2, round(1.0 / share)):
             if pool.reshare(spec.id, 1.0 / k):
                 wider[spec.id] = 1.0 / k
                 break
@@ -325,6 +324,25 @@ def grow_alone(candidates: Sequence[tuple[TrialSpec, float, float]], pool: GpuPo
     return grown
 
 
+def size_started(started: list[Assignment], specs: Mapping[str, TrialSpec], pool: GpuPool,
+                 config: PolicyConfig, waits: bool) -> list[Assignment]:
+    """The trials just placed, fitted to what their placement left (nothing to restart yet).
+
+    If nobody ``waits``, idle GPUs go to them (``hand_out``); else a packed one alone on its
+    GPU takes the whole of it (``grow_alone``). Then packed ones widen into the unused share
+    of their GPU (``widen_shares``). ``specs`` holds at least the started trials' specs.
+    Updates ``pool``; returns the assignments at their new widths, in the same order.
+    """
+    widths = {a.trial_id: a.width for a in started}
+    placed = [(specs[a.trial_id], a.width, 0.0) for a in started]
+    if waits:
+        widths.update(dict.fromkeys(grow_alone(placed, pool, config), 1.0))
+    else:
+        widths.update(hand_out(placed, pool, config))
+    widths.update(widen_shares([specs[t] for t, w in widths.items() if is_packed(w)], pool))
+    return [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
+
+
 def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfig) -> StaticPlan:
     """Algorithm 1 on the GPUs of ``pool`` that are free; updates ``pool`` in place."""
     ids = [t.id for t in trials]
@@ -337,19 +355,9 @@ def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfi
     ids = [t.id for t in order]
     widths = dict(zip(ids, fill, strict=True))
     started, skipped, rest = _start(zip(order, fill, strict=True), pool, config)
-    by_id = {t.id: t for t in order[:rest]}  # every trial started (none after ``rest`` did)
-    if not skipped and rest == len(order):
-        grown = hand_out([(by_id[a.trial_id], a.width, 0.0) for a in started], pool, config)
-    else:
-        grown = dict.fromkeys(
-            grow_alone([(by_id[a.trial_id], a.width, 0.0) for a in started], pool, config), 1.0)
-    if grown:
-        widths.update(grown)
-        started = [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
-    wider = widen_shares([by_id[a.trial_id] for a in started if is_packed(widths[a.trial_id])],
-                         pool)
-    if wider:
-        widths.update(wider)
-        started = [Assignment(a.trial_id, widths[a.trial_id], a.gpus) for a in started]
+    specs = {t.id: t for t in order[:rest]}  # every trial started (none after ``rest`` did)
+    started = size_started(started, specs, pool, config,
+                           waits=bool(skipped) or rest < len(order))
+    widths.update((a.trial_id, a.width) for a in started)
     waiting = [ids[k] for k in skipped] + ids[rest:]
     return StaticPlan(widths=widths, started=started, waiting=waiting)
