@@ -35,14 +35,17 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid.core import S_TH, PolicyConfig
-from fluid.tune import _actions as actions
-from fluid.tune import _admission as admission
 from fluid.tune import _barrier as barrier
 from fluid.tune import _ray_compat as compat
-from fluid.tune._base import base_view, eligible
+from fluid.tune._bridge import actions, admission
+from fluid.tune._bridge.base import base_view, eligible
+from fluid.tune._bridge.history import install_restart_trim
+from fluid.tune._bridge.report import PlanReport
+from fluid.tune._bridge.resources import RayResourceView, ResourceView, cpus_of_view
+from fluid.tune._bridge.shapes import describe
+from fluid.tune._bridge.state import StateStore, apply_saved, state_of
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup
-from fluid.tune._history import install_restart_trim
 from fluid.tune._options import (
     DEFAULT_ITERATION_TIME,
     PACK_C_MAX,
@@ -52,10 +55,6 @@ from fluid.tune._options import (
 )
 from fluid.tune._planner import Planner
 from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialBook, TrialRecord, new_record
-from fluid.tune._report import PlanReport
-from fluid.tune._resources import RayResourceView, ResourceView, cpus_of_view
-from fluid.tune._shapes import describe
-from fluid.tune._state import StateStore, apply_saved, state_of
 
 logger = logging.getLogger("fluid")
 

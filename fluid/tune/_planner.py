@@ -40,11 +40,11 @@ from fluid.core import (
     start_while_room,
     static_fluid,
 )
+from fluid.tune._bridge.resources import ResourceView, cpus_of_view
+from fluid.tune._bridge.shapes import cpus_in, describe, shape_cpus, shape_of
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import PLACED, Phase, TrialBook, TrialRecord, by_group
 from fluid.tune._resizing import CPU_TOL, Resizing
-from fluid.tune._resources import ResourceView, cpus_of_view
-from fluid.tune._shapes import cpus_in, describe, shape_cpus, shape_of
 from fluid.tune._specs import TrialSpecs
 
 #: Small changes that re-plan a group, as a share of its running trials (``replan_batched``).

@@ -27,8 +27,8 @@ from typing import Any
 
 from ray.tune.experiment import Trial
 
+from fluid.tune._bridge.shapes import cpus_of, is_elastic_class, request_width, width_of
 from fluid.tune._group import TrialGroup
-from fluid.tune._shapes import cpus_of, is_elastic_class, request_width, width_of
 
 logger = logging.getLogger("fluid")
 

@@ -14,9 +14,9 @@ import math
 from typing import TYPE_CHECKING
 
 from fluid.core import RunningTrial, TrialSpec, c_from_alpha, d_from_beta
+from fluid.tune._bridge.shapes import request_width
 from fluid.tune._records import _SEQ, LIVE, Phase, TrialRecord
 from fluid.tune._resizing import MAX_RESIZES, PROBE_D
-from fluid.tune._shapes import request_width
 
 if TYPE_CHECKING:
     from fluid.tune._planner import Planner

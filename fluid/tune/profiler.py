@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fluid.core import O_TH, S_TH, fit_alpha, fit_beta, packing_limit, scaling_limit
-from fluid.tune._shapes import is_elastic_class, shape_for
+from fluid.tune._bridge.shapes import is_elastic_class, shape_for
 
 #: Where profiles are cached unless ``cache`` says otherwise.
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "fluid", "profiles.json")

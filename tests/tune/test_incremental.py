@@ -160,7 +160,7 @@ def test_mean_iteration_time_equals_statistics_mean_over_the_book():
 
 @pytest.mark.parametrize("cpus_per_trial", [None, 1, 0.5])
 def test_remembered_shape_cpus_equal_those_of_the_built_shape(cpus_per_trial):
-    from fluid.tune._shapes import cpus_in
+    from fluid.tune._bridge.shapes import cpus_in
 
     book = TrialBook()
     planner = Planner(book, _estimator(book, None, None), FluidOptions().policy, dynamic=True,

@@ -10,7 +10,7 @@ import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler
 
-from fluid.tune._base import base_view
+from fluid.tune._bridge.base import base_view
 from fluid.tune._options import FluidConfigError, FluidOptions
 from fluid.tune._planner import ROUND_SHARE
 from fluid.tune._records import Phase, TrialBook, TrialRecord
@@ -100,7 +100,7 @@ def test_planner_starts_only_what_the_cpus_hold_and_spreads_it():
 def test_planner_keeps_a_request_and_its_placement_group():
     from ray.tune import PlacementGroupFactory
 
-    from fluid.tune._state import apply_saved
+    from fluid.tune._bridge.state import apply_saved
 
     book, _, planner = make_planner(options={"c": 8}, cpus_per_trial=0.5)
     asked = PlacementGroupFactory([{"CPU": 2, "GPU": 2}])
@@ -118,7 +118,7 @@ def test_planner_keeps_a_request_and_its_placement_group():
 
 
 def test_only_a_trial_paused_at_its_budgets_end_with_nothing_left_is_stranded():
-    from fluid.tune._admission import stranded
+    from fluid.tune._bridge.admission import stranded
 
     def book_of(*recs):
         book = TrialBook()
@@ -183,7 +183,7 @@ class _LeastFirst(FIFOScheduler):
 
 
 def test_a_keep_shape_member_restarts_one_per_step_as_under_plain_tune():
-    from fluid.tune._base import eligible
+    from fluid.tune._bridge.base import eligible
     from fluid.tune._group import TrialGroup
 
     book = TrialBook()
@@ -236,7 +236,7 @@ def test_state_writes_are_throttled_by_their_own_cost_and_forced_ones_always_hap
     # wall clock; a forced write (the last trial out) is never skipped.
     import json
 
-    from fluid.tune import _state
+    from fluid.tune._bridge import state as _state
 
     now = [0.0]
     store = _state.StateStore(lambda: now[0])

@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from fluid.tune import _ray_compat as compat
+from fluid.tune._bridge.shapes import describe
 from fluid.tune._records import TrialRecord
-from fluid.tune._shapes import describe
 
 logger = logging.getLogger("fluid")
 

@@ -11,11 +11,11 @@ from typing import Any
 from ray.tune.experiment import Trial
 
 from fluid.tune import _ray_compat as compat
+from fluid.tune._bridge.shapes import describe, width_of
+from fluid.tune._bridge.state import apply_saved
 from fluid.tune._options import FluidConfigError
 from fluid.tune._planner import CPU_TOL, Planner
 from fluid.tune._records import OUTSTANDING, Phase, TrialBook, TrialRecord, new_record
-from fluid.tune._shapes import describe, width_of
-from fluid.tune._state import apply_saved
 
 logger = logging.getLogger("fluid")
 

@@ -18,9 +18,9 @@ from ray.tune.experiment import Trial
 
 from fluid.core import GpuPool
 from fluid.tune import _ray_compat as compat
+from fluid.tune._bridge.report import PlanReport
+from fluid.tune._bridge.shapes import describe
 from fluid.tune._records import Phase, TrialBook, TrialRecord
-from fluid.tune._report import PlanReport
-from fluid.tune._shapes import describe
 
 logger = logging.getLogger("fluid")
 
