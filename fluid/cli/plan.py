@@ -75,10 +75,9 @@ class PlanResult:
 def plan_instance(instance: Instance) -> PlanResult:
     """Plan ``instance`` with StaticFluid and play it out under every policy."""
     trials, n, config = instance.trials, instance.gpus, instance.config
-    pool = GpuPool(n, config.gpu_memory)
-    plan = static_fluid(trials, pool, config)
-    placement: dict[int, list[tuple[str, float]]] = {g: [] for g in pool.gpu_ids}
-    placement.update(pool.placement())
+    plan = static_fluid(trials, GpuPool(n, config.gpu_memory), config)
+    placement: dict[int, list[tuple[str, float]]] = {g: [] for g in plan.pool.gpu_ids}
+    placement.update(plan.pool.placement())
     schedules = {p: simulate_group(trials, n, config, p) for p in POLICIES}
     return PlanResult(
         instance=instance,

@@ -1,21 +1,23 @@
-"""Which trials FluidExecutor admits, and how: set-ups and trials it refuses (actor reuse, no
-GPUs, a request the cluster cannot hold), finished trials Tune re-adds on restore, and packed
-trials that ran out of GPU memory."""
+"""Which trials FluidExecutor admits, and how: the record of a new trial, set-ups and trials it
+refuses (actor reuse, no GPUs, a request the cluster cannot hold), finished trials Tune re-adds
+on restore, and packed trials that ran out of GPU memory."""
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from ray.tune.experiment import Trial
 
+from fluid.core.shapes import request_width
+from fluid.core.tolerances import CPU_TOL
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.shapes import describe, width_of
+from fluid.tune._bridge.shapes import cpus_of, describe, is_elastic_class, width_of
 from fluid.tune._bridge.state import apply_saved
+from fluid.tune._cpus import CpuAccount
 from fluid.tune._options import FluidConfigError
-from fluid.tune._planner import CPU_TOL, Planner
-from fluid.tune._records import OUTSTANDING, Phase, TrialBook, TrialRecord, new_record
+from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")
 
@@ -29,22 +31,82 @@ def is_cuda_oom(error: BaseException) -> bool:
     return bool(_CUDA_OOM.search(str(error)))
 
 
-def record_finished(book: TrialBook, trial: Trial, saved: dict[str, Any] | None) -> None:
-    """File a trial Tune re-adds already finished (a restored experiment, TERMINATED or ERROR).
+class TrainableKind(NamedTuple):
+    """What a trial's trainable class is: gang-capable (``elastic``), and a function trainable
+    (``function``: it checkpoints only when it says so)."""
 
-    It is recorded DONE with its saved measurements (they still inform the estimates of
-    unmeasured trials): never held, planned, placed or counted as outstanding.
+    elastic: bool
+    function: bool
+
+
+class TrainableKinds:
+    """``trainable_kind`` of each trainable of the experiment, looked up once: looking a class
+    up in Ray's registry takes about a millisecond."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, TrainableKind] = {}
+
+    def of(self, trial: Trial) -> TrainableKind:
+        """The kind of the trial's trainable."""
+        kind = self._kinds.get(trial.trainable_name)
+        if kind is None:
+            kind = self._kinds[trial.trainable_name] = trainable_kind(trial)
+        return kind
+
+
+def trainable_kind(trial: Trial) -> TrainableKind:
+    """Whether the trial's trainable class is elastic and whether it is a function trainable."""
+    try:
+        cls = trial.get_trainable_cls()
+    except Exception:  # an unregistered trainable: no gang, checkpoints only when it says so
+        return TrainableKind(False, True)
+    from ray.tune.trainable.function_trainable import FunctionTrainable
+
+    return TrainableKind(is_elastic_class(cls), issubclass(cls, FunctionTrainable))
+
+
+def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bool | None,
+               resize_requests: bool = False, saved: dict[str, Any] | None = None,
+               phase: Phase = Phase.HELD) -> TrialRecord:
+    """The record of a trial Fluid sees for the first time, in its group (not filed yet).
+
+    ``elastic``: ``True``/``False`` for every trainable, ``None`` asks ``kind``.
+    ``resize_requests``: a trial that asked for GPUs may get fewer (otherwise it gets at least
+    what it asked for). ``saved``: what a saved state holds of the trial (``state.apply_saved``).
     """
-    gid, until = book.group_of_new(trial)
-    rec = new_record(trial, gid, until, elastic=False,  # it never runs again
-                     kind=book.kind_of(trial))
-    apply_saved(rec, saved)
-    rec.iteration = int(trial.last_result.get("training_iteration", 0) or 0)
-    rec.phase, rec.base_status = Phase.DONE, trial.status
-    book.add(rec)
+    gid, until = store.group_of_new(trial, _stop_iteration(trial))
+    pgf = trial.placement_group_factory
+    asked = width_of(pgf)
+    elastic = kind.elastic if elastic is None else elastic
+    whole = asked > 0 and not resize_requests
+    rec = TrialRecord(trial, gid, until, phase=phase, cpus=cpus_of(pgf), elastic=elastic,
+                      function=kind.function, asked=asked,
+                      w_min=request_width(asked) if whole else None,
+                      request=pgf if whole and not elastic else None,
+                      priority=store.groups[gid].priority.get(trial.trial_id, 0))
+    apply_saved(store, rec, saved)
+    return rec
 
 
-def widen_after_oom(rec: TrialRecord | None, error: Exception) -> bool:
+def _stop_iteration(trial: Trial) -> int | None:
+    stop = trial.stopping_criterion or {}
+    value = stop.get("training_iteration")
+    return int(value) if value is not None else None
+
+
+def finished_record(store: TrialStore, trial: Trial, kind: TrainableKind,
+                    saved: dict[str, Any] | None) -> TrialRecord:
+    """The record of a trial Tune re-adds already finished (a restored experiment, TERMINATED
+    or ERROR): DONE, with its saved measurements (they still inform the estimates of
+    unmeasured trials), never held, planned, placed or counted as outstanding."""
+    rec = new_record(store, trial, kind, elastic=False, saved=saved,  # it never runs again
+                     phase=Phase.DONE)
+    store.update(rec, iteration=int(trial.last_result.get("training_iteration", 0) or 0),
+                 base_status=trial.status)
+    return rec
+
+
+def widen_after_oom(store: TrialStore, rec: TrialRecord | None, error: Exception) -> bool:
     """A packed trial that ran out of GPU memory: Fluid's doing, not the user's.
 
     Its least share doubles (``1/k`` -> ``2/k``, at most a whole GPU); returns whether it did
@@ -53,17 +115,17 @@ def widen_after_oom(rec: TrialRecord | None, error: Exception) -> bool:
     """
     if rec is None or rec.actual is None or rec.actual >= 1 or not is_cuda_oom(error):
         return False
-    rec.min_share = min(1.0, 2 * rec.actual)
+    store.update(rec, min_share=min(1.0, 2 * rec.actual))
     logger.warning("Fluid: %s ran out of GPU memory on %s; retrying it on at least %s "
                    "(not counted in max_failures)", rec.trial, describe(rec.actual),
                    describe(rec.min_share))
     return True
 
 
-def check_cpus(planner: Planner, rec: TrialRecord) -> None:
+def check_cpus(cpus_account: CpuAccount, rec: TrialRecord) -> None:
     """Refuse a trial whose least shape needs more CPUs than the cluster has."""
-    cpus = planner.cpus
-    need = planner.cpus_needed(rec)
+    cpus = cpus_account.total
+    need = cpus_account.needed(rec)
     if cpus is not None and need > cpus + CPU_TOL:
         raise FluidConfigError(
             f"trial {rec.trial} needs {need:g} CPUs but the cluster has {cpus:g} "
@@ -85,16 +147,14 @@ def check_setup(controller: Any, gpus: float) -> None:
         )
 
 
-def check_request(planner: Planner, trial: Trial) -> None:
-    """Refuse a trial that asks for more GPUs than the cluster has."""
+def check_request(gpus: float, trial: Trial) -> None:
+    """Refuse a trial that asks for more GPUs than the cluster's ``gpus``."""
     asked = width_of(trial.placement_group_factory)
-    if asked > planner.gpus:
-        raise FluidConfigError(
-            f"trial {trial} asks for {asked:g} GPUs but the cluster has {planner.gpus:g}"
-        )
+    if asked > gpus:
+        raise FluidConfigError(f"trial {trial} asks for {asked:g} GPUs but the cluster has {gpus:g}")
 
 
-def stranded(book: TrialBook, controller: Any) -> list[TrialRecord]:
+def stranded(store: TrialStore, controller: Any) -> list[TrialRecord]:
     """Trials the base scheduler paused at the end of their budget and will never start again,
     while nothing else runs, waits to run or can still be added.
 
@@ -105,9 +165,9 @@ def stranded(book: TrialBook, controller: Any) -> list[TrialRecord]:
     Fluid, running more trials at once, meets it more often. Such trials are finished: each
     reached its budget's last iteration.
     """
-    if book.count(OUTSTANDING) or not compat.search_finished(controller):
+    if store.count(OUTSTANDING) or not compat.search_finished(controller):
         return []
-    paused = book.in_phase(frozenset({Phase.PAUSED}))
+    paused = store.in_phase(frozenset({Phase.PAUSED}))
     if any(r.trial.status == Trial.RUNNING for r in paused):
         return []  # a pause still saving: the base may yet act on it
     return [r for r in paused

@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Protocol
 
+from fluid.core import Tunables
+
 
 class ResourceView(Protocol):
     """Where FluidExecutor reads the cluster's GPU count (injected so a simulator can drive it)."""
@@ -30,7 +32,8 @@ class RayResourceView:
     by at most ``refresh_s``.
     """
 
-    def __init__(self, clock: Callable[[], float], refresh_s: float = 5.0) -> None:
+    def __init__(self, clock: Callable[[], float],
+                 refresh_s: float = Tunables.resources_refresh_s) -> None:
         self._clock, self._refresh_s = clock, refresh_s
         self._at, self._resources = -math.inf, {}
 
