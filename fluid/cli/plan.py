@@ -3,8 +3,9 @@
 ``fluid plan INSTANCE.json [--json]`` or ``fluid plan --example figure5 [--json]``. Widths and the
 placement at time 0 come from StaticFluid (``static_fluid`` on ``GpuPool(gpus, gpu_memory)``);
 makespans from playing the group out under FIFO, StaticFluid and StaticFluid + DynamicFluid
-(``simulate_group``), with ``lower_bound`` and ``best_found`` (``null`` for groups too large
-to search).
+(``simulate_group``), with ``lower_bound`` (no schedule of the widths the instance allows ends
+sooner) and ``best_found`` (the best list schedule at the policy's widths; ``null`` for groups
+too large to search).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Example:
     12.0
 """
 
-from fluid.core.bounds import best_found, lower_bound
+from fluid.core.bounds import best_found, lower_bound, policy_lower_bound
 from fluid.core.checks import check_number
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
@@ -95,6 +95,7 @@ __all__ = [
     "plain_time",
     "plan_time",
     "play_fixed",
+    "policy_lower_bound",
     "probe_gangs",
     "replan_due",
     "resize_group",

@@ -14,8 +14,9 @@ Executors, each on the same workload and seed:
   spread over running trials as extra one-GPU bundles (a gang, modelled like Fluid's);
 * ``fluid_static``: ``FluidExecutor(dynamic=False)``: StaticFluid only;
 * ``fluid``: ``FluidExecutor``: StaticFluid + DynamicFluid;
-* ``lower_bound`` (not run): ``fluid.core.lower_bound`` of the work plain Tune did (every
-  trial's iterations at its best width, no restart costs, no waiting for other trials).
+* ``lower_bound`` (not run): ``fluid.core.policy_lower_bound`` of the work plain Tune did (every
+  trial's iterations at its best width among those the policy allows it, no restart costs, no
+  waiting for other trials).
 
 Fluid gets what its profiling would measure, not the simulator's truth: ``alpha`` and ``beta``
 are the medians over a sample of the search space (Fluid takes one value per experiment),
@@ -49,7 +50,7 @@ from ray.tune.trainable import Trainable
 
 from fluid.algorithms import ALGORITHMS, AlgorithmOptions, build_searcher, check_algorithm
 from fluid.algorithms import build_scheduler as build_algorithm_scheduler
-from fluid.core import PolicyConfig, TrialSpec, lower_bound
+from fluid.core import PolicyConfig, TrialSpec, policy_lower_bound
 from fluid.core.model import allowed_widths
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster
@@ -404,7 +405,7 @@ def bound_of(stats: RunStats, gpus: int, seed: int, config: PolicyConfig | None 
     config = config or PolicyConfig()
     specs = [TrialSpec(f"t{i}", max(it, 1) * t, a, b)
              for i, (it, t, a, b, _) in enumerate(stats.work) if it > 0]
-    makespan = lower_bound(specs, gpus, config) if specs else 0.0
+    makespan = policy_lower_bound(specs, gpus, config) if specs else 0.0
     area = 0.0
     for s in specs:
         ws = allowed_widths(config.c_of(s), config.d_of(s, gpus), gpus)
