@@ -39,7 +39,7 @@ import statistics
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ray.tune.experiment import Experiment, Trial
@@ -88,7 +88,8 @@ ensure_trainable()
 class RunResult:
     """One executor on one seed (the fields of ``fluid simulate --json``, and more).
 
-    ``time_to_target`` is ``None`` when no trial reached the target.
+    ``time_to_target`` is ``None`` when no trial reached the target; ``stats`` is everything the
+    simulation measured (``None`` for the ``lower_bound`` row, which is not run).
     """
 
     executor: str
@@ -104,10 +105,11 @@ class RunResult:
     sim_seconds: float = 0.0  # wall-clock seconds the simulation took
     hook_seconds: float | None = None  # of them, in Fluid's hooks (None: not a FluidExecutor)
     stalled: bool = False  # Tune would hang here (makespan: when it stalled)
+    stats: RunStats | None = field(default=None, repr=False, compare=False)
 
     def public(self) -> dict[str, Any]:
-        """The fields the issue asks for, plus the extras."""
-        return asdict(self)
+        """The fields of ``fluid simulate --json``'s rows (all but ``stats``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "stats"}
 
 
 @dataclass
@@ -347,10 +349,9 @@ def run_experiment(
     gpu_memory: float | None = None,
     fluid_options: dict[str, Any] | None = None,
     profile: bool = True,
-    return_stats: bool = False,
     search_factory: Callable[[int, str], SearchAlgorithm] | None = None,
-) -> Any:
-    """Simulate one run; returns a ``RunResult`` (and the ``RunStats`` if ``return_stats``).
+) -> RunResult:
+    """Simulate one run: its ``RunResult`` (what it measured in ``RunResult.stats``).
 
     ``profile=False``: Fluid without a profile (see ``build_executor``).
 
@@ -390,14 +391,14 @@ def run_experiment(
                 stats, stalled = e.stats, True
     finally:
         shutil.rmtree(storage, ignore_errors=True)
-    result = RunResult(
+    return RunResult(
         executor=executor, seed=seed, time_to_target=stats.time_to_target,
         makespan=stats.makespan, gpu_seconds=stats.gpu_seconds,
         gpu_utilization=stats.gpu_utilization, trials=stats.trials, restarts=stats.restarts,
         best=stats.best, sim_seconds=_time.perf_counter() - t0, stalled=stalled,
         resizes=getattr(sched, "resizes", None), hook_seconds=getattr(sched, "hook_seconds", None),
+        stats=stats,
     )
-    return (result, stats) if return_stats else result
 
 
 def bound_of(stats: RunStats, gpus: int, seed: int, config: PolicyConfig | None = None) -> RunResult:
@@ -443,11 +444,11 @@ def compare(
         for ex in executors:
             if progress:
                 progress(f"{algorithm}/{workload.name} {ex} seed {seed}")
-            result, stats = run_experiment(
+            result = run_experiment(
                 algorithm, workload, ex, seed, gpus, samples=samples, costs=costs,
                 time_noise=time_noise, gpu_memory=gpu_memory, fluid_options=fluid_options,
-                profile=profile, return_stats=True, search_factory=search_factory)
+                profile=profile, search_factory=search_factory)
             comp.results.append(result)
-            if ex == "tune":
-                comp.results.append(bound_of(stats, gpus, seed))
+            if ex == "tune" and result.stats is not None:
+                comp.results.append(bound_of(result.stats, gpus, seed))
     return comp

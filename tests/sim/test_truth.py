@@ -140,9 +140,9 @@ def test_an_overfull_gpu_fails_as_out_of_memory():
         w = get_workload("synthetic", iter_time=1.0, spread=0.0, max_t=2, trials=8,
                          memory_gb=memory)
         return run_experiment("grid", w, "fluid_static", 0, 2, gpu_memory=16.0,
-                              fluid_options={"c": 4, "gpu_memory": None}, return_stats=True)
+                              fluid_options={"c": 4, "gpu_memory": None}).stats
 
-    _, stats = run(6.0)
+    stats = run(6.0)
     assert stats.oom_errors > 0 and stats.trials == 8
-    _, ok_stats = run(2.0)
+    ok_stats = run(2.0)
     assert ok_stats.oom_errors == 0
