@@ -118,6 +118,27 @@ def _get(refs: list[Any], ranks: list[int], world_size: int, timeout_s: float) -
         raise
 
 
+def _spawn_workers(workers: list[Any], shape: ProcessShape, pg: Any, trial_id: str) -> None:
+    """One worker actor per rank in the trial's bundle ``rank + 1``, appended to ``workers``
+    as each is created (the caller kills them, also those made before a failure)."""
+    attempt = uuid.uuid4().hex[:8]
+    for rank, bundle in enumerate(shape.worker_bundles):
+        workers.append(
+            _RemoteWorker.options(
+                **_actor_options(bundle),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=pg, placement_group_bundle_index=rank + 1
+                ),
+                max_concurrency=4,
+                max_restarts=0,
+                # Named for `ray list actors`; the attempt id keeps a restarted trial's names
+                # clear of its previous workers that may still be shutting down.
+                name=f"fluid-gang-{trial_id}-{attempt}-rank{rank}",
+                namespace=WORKER_NAMESPACE,
+            ).remote()
+        )
+
+
 def _run_gang(
     loop: Callable[..., Any],
     config: dict[str, Any],
@@ -136,23 +157,8 @@ def _run_gang(
     ranks = list(range(w))
     workers: list[Any] = []
     trial_id = _trial_id()
-    attempt = uuid.uuid4().hex[:8]
     try:
-        for rank, bundle in enumerate(shape.worker_bundles):
-            workers.append(
-                _RemoteWorker.options(
-                    **_actor_options(bundle),
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(
-                        placement_group=pg, placement_group_bundle_index=rank + 1
-                    ),
-                    max_concurrency=4,
-                    max_restarts=0,
-                    # Named for `ray list actors`; the attempt id keeps a restarted trial's
-                    # names clear of its previous workers that may still be shutting down.
-                    name=f"fluid-gang-{trial_id}-{attempt}-rank{rank}",
-                    namespace=WORKER_NAMESPACE,
-                ).remote()
-            )
+        _spawn_workers(workers, shape, pg, trial_id)
         infos = _get([a.node_info.remote() for a in workers], ranks, w, startup_timeout_s)
         layout = _layout(infos)
         prepared = _get(
@@ -169,23 +175,15 @@ def _run_gang(
         ckpt = ray.tune.get_checkpoint()
         files_ref = ray.put(_ck._pack_checkpoint(ckpt)) if ckpt is not None else None
         _ck._use_checkpoint_root(_ckpt_root(trial_id, "trial"))
-        run_refs: dict[Any, int] = {}
-        for rank, (actor, lay) in enumerate(zip(workers, layout, strict=True)):
-            spec = _WorkerSpec(
-                rank=rank,
-                world_size=w,
-                local_rank=lay[1],
-                local_world_size=lay[2],
-                node_rank=lay[0],
-                master_addr=infos[0]["ip"],
-                master_port=prepared[0]["port"],
-                backend=backend,
-                device_index=lay[4],
-                gpu_share=shape.gpu_share,
-                timeout_s=timeout_s,
-                trial_id=trial_id,
-            )
-            run_refs[actor.run.remote(loop, config, spec, files_ref)] = rank
+        specs = [
+            _WorkerSpec(rank=rank, world_size=w, local_rank=lay[1], local_world_size=lay[2],
+                        node_rank=lay[0], master_addr=infos[0]["ip"],
+                        master_port=prepared[0]["port"], backend=backend, device_index=lay[4],
+                        gpu_share=shape.gpu_share, timeout_s=timeout_s, trial_id=trial_id)
+            for rank, lay in enumerate(layout)
+        ]
+        run_refs = {actor.run.remote(loop, config, spec, files_ref): spec.rank
+                    for actor, spec in zip(workers, specs, strict=True)}
         _drive(workers, run_refs, w, timeout_s)
     finally:
         _ck._use_checkpoint_root(None)
