@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_report import _record, _write
+from tests.report.test_report import _record, _write
 
 ROOT = Path(__file__).resolve().parent.parent
 
