@@ -23,7 +23,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments
