@@ -48,12 +48,12 @@ def _timed(hook: _Hook) -> _Hook:
     """Count the hook's wall-clock time in ``hook_seconds`` (Fluid's overhead on the driver)."""
 
     @functools.wraps(hook)
-    def timed(self: FluidExecutor, *args: Any) -> Any:
+    def timed(executor: FluidExecutor, *args: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return hook(self, *args)
+            return hook(executor, *args)
         finally:
-            self.hook_seconds += time.perf_counter() - t0
+            executor.hook_seconds += time.perf_counter() - t0
 
     return timed  # type: ignore[return-value]
 

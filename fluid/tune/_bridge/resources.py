@@ -26,10 +26,10 @@ def cpus_of_view(view: object) -> float | None:
 class RayResourceView:
     """GPUs and CPUs of the live Ray cluster, read at most once every ``refresh_s`` seconds.
 
-    A read asks Ray's control store (milliseconds); at one read a second it was half of
-    Fluid's own time on the driver with many short trials. Nodes join or leave far less
-    often than every few seconds (an autoscaler takes minutes), so the plan follows them late
-    by at most ``refresh_s``.
+    A read asks Ray's control store (milliseconds), a large share of Fluid's own time on the
+    driver with many short trials if made at every step. Nodes join or leave far less often
+    than every few seconds (an autoscaler takes minutes), so the plan follows them late by at
+    most ``refresh_s`` (``Tunables.resources_refresh_s``).
     """
 
     def __init__(self, clock: Callable[[], float],
