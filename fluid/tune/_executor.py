@@ -302,7 +302,7 @@ class FluidExecutor(TrialScheduler):
     def restore(self, checkpoint_path: str) -> None:
         """Read measurements written by ``save``; trials added later start with them."""
         with open(checkpoint_path) as f:
-            self._hooks.restored = json.load(f).get("trials", {})
+            self._hooks.restore(json.load(f))
 
 
 def _checked_base(base: Any) -> TrialScheduler:

@@ -70,7 +70,7 @@ class TuneHooks:
         self._kinds = admission.TrainableKinds()
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._checked = False
-        self.restored: dict[str, Any] = {}  # saved measurements by trial id
+        self._restored: dict[str, Any] = {}  # saved measurements by trial id
 
     def set_base(self, base: TrialScheduler) -> None:
         """Wrap another base scheduler (before any trial was added)."""
@@ -99,7 +99,7 @@ class TuneHooks:
         self._state.directory = compat.experiment_dir(controller)
         state = self._state.load()
         self.estimator.restore_eps(state.get("eps_samples", []))
-        self.restored = state.get("trials", {})
+        self.restore(state)
 
     # ------------------------------------------------------------------ TrialGroups
     def add_group(self, group: TrialGroup) -> None:
@@ -128,7 +128,7 @@ class TuneHooks:
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         """Hold the new trial (Tune sees it PAUSED) until the base would start it."""
         self.first_contact(tune_controller)
-        saved = self.restored.get(trial.trial_id)
+        saved = self._restored.get(trial.trial_id)
         if trial.status in (Trial.TERMINATED, Trial.ERROR):
             self._ask_base(self.base.on_trial_add, tune_controller, trial)
             self._file(admission.finished_record(self.store, trial, self._kinds.of(trial),
@@ -257,6 +257,10 @@ class TuneHooks:
             self._state.save(self.snapshot, force=not self.store.count(OUTSTANDING))
         with base_view(self.store, base=self.base):
             self._ask_base(tell_base, *args)
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Measurements saved before (``snapshot``): trials added later start with them."""
+        self._restored = saved.get("trials", {})
 
     def snapshot(self) -> dict[str, Any]:
         """The measurements to keep (``fluid_state.json``, Tune's scheduler checkpoint)."""
