@@ -11,7 +11,11 @@ Three modes:
 * ``fluid simulate --paper``: the shape of the paper's evaluation with our numbers beside the
   paper's, written into the ``## Simulator`` section of ``docs/benchmarks.md`` (``--out``).
 * ``fluid simulate --validate [--json]``: the simulator's ground truth against published
-  measurements (``fluid.sim.validate``; docs/simulator.md).
+  measurements (``fluid.sim.validate``; docs/simulator.md): ``{"scaling": {"points",
+  "median_abs_rel_error", "by_kind", "strong_one_node"}, "packing": {"points",
+  "median_abs_rel_error", "by_family", "skipped"}, "table2": {...}}``. With
+  ``--references PATH``, only the packing comparison, on the points of any file of the packing
+  schema (``fluid.sim.packing_refs``).
 
 Statistics: a speedup ``A_vs_B`` is, per seed, B's time over A's (time to target; keys ending
 in ``_makespan``: makespan). Over seeds it is the geometric mean of the per-seed ratios, with a
@@ -204,10 +208,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--gpus must be >= 1, got {args.gpus}")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.references and not args.validate:
+        raise ValueError("--references needs --validate (it names a packing reference file)")
     if args.validate:
         from fluid.sim.validate import render, validate
 
-        result = validate()
+        result = validate(references=args.references)
         if args.json:
             print_json(result)
         else:
@@ -290,5 +296,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--validate", action="store_true",
                    help="the simulator's truth against published measurements (with --json: one "
                         "object)")
+    p.add_argument("--references", metavar="PATH", default=None,
+                   help="with --validate: compare the truth with the points of this packing "
+                        "reference file (the schema of fluid/sim/references/packing.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
