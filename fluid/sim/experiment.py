@@ -14,6 +14,9 @@ Executors, each on the same workload and seed:
   spread over running trials as extra one-GPU bundles (a gang, modelled like Fluid's);
 * ``fluid_static``: ``FluidExecutor(dynamic=False)``: StaticFluid only;
 * ``fluid``: ``FluidExecutor``: StaticFluid + DynamicFluid;
+* ``tune_tuned`` and ``fluid_one_gpu``: the scoreboard's baselines (``fluid.sim.baselines``):
+  plain Tune with ``max_concurrent_trials`` = GPUs for a model-based searcher, and Fluid with
+  every trial on exactly one GPU;
 * ``lower_bound`` (not run): ``fluid.core.lower_bound`` of the work plain Tune did (every
   trial's iterations at its best width, no restart costs, no waiting for other trials).
 
@@ -38,7 +41,7 @@ import statistics
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ray.tune.experiment import Experiment, Trial
@@ -51,6 +54,7 @@ from fluid.algorithms import ALGORITHMS, AlgorithmOptions, build_searcher, check
 from fluid.algorithms import build_scheduler as build_algorithm_scheduler
 from fluid.core import PolicyConfig, TrialSpec, lower_bound
 from fluid.core.model import allowed_widths
+from fluid.sim import baselines
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster
 from fluid.sim.controller import RestartCosts, RunStats, SimController, SimulationStalled
@@ -58,7 +62,9 @@ from fluid.sim.profiling import profile_workload
 from fluid.sim.stats import geomean, summarize
 from fluid.sim.workloads.base import Workload
 
-EXECUTORS = ("tune", "resource_changing", "fluid_static", "fluid")
+EXECUTORS = ("tune", baselines.TUNE_TUNED, "resource_changing", "fluid_static",
+             baselines.ONE_GPU, "fluid")
+FLUID_EXECUTORS = ("fluid", "fluid_static", baselines.ONE_GPU)
 LOWER_BOUND = "lower_bound"
 TRAINABLE = "fluid_sim"
 
@@ -153,6 +159,11 @@ class Comparison:
                 out[f"{fast}_vs_{slow}_makespan"] = (fast, slow, "makespan")
         out["resource_changing_vs_tune"] = ("resource_changing", "tune", "time_to_target")
         out["lower_bound_vs_tune"] = (LOWER_BOUND, "tune", "time_to_target")
+        for name, (fast, slow) in baselines.SCOREBOARD.items():
+            out[name] = (fast, slow, "time_to_target")
+            out[f"{name}_makespan"] = (fast, slow, "makespan")
+        out["fluid_one_gpu_vs_tune"] = (baselines.ONE_GPU, "tune", "time_to_target")
+        out["tune_tuned_vs_tune"] = (baselines.TUNE_TUNED, "tune", "time_to_target")
         return out
 
     def speedups(self) -> dict[str, float | None]:
@@ -203,8 +214,10 @@ class Comparison:
             "workload": self.workload,
             "gpus": self.gpus,
             "seeds": sorted({r.seed for r in self.results}),
+            "executors": [ex for ex in EXECUTORS if self.of(ex)],
             "results": [r.public() for r in self.results],
             **self.speedup_stats(),
+            **baselines.scoreboard(self.ratios, summarize),
             "best_metric": self.best_metric(),
             "restarts_per_trial": self.per_trial("restarts"),
             "resizes_per_trial": self.per_trial("resizes"),
@@ -241,8 +254,10 @@ def build_search(
     gpus: int,
     samples: int | None = None,
     storage: str | None = None,
+    max_concurrent: int | None = None,
 ) -> SearchAlgorithm:
-    """The algorithm's search algorithm with the experiment added, as ``tune.run`` builds it."""
+    """The algorithm's search algorithm with the experiment added, as ``tune.run`` builds it
+    (``max_concurrent``: its ``max_concurrent_trials``, applied to a ``Searcher``)."""
     check_algorithm(algorithm)
     samples = samples or default_samples(algorithm, gpus)
     storage = storage or tempfile.mkdtemp(prefix="fluid_sim_")
@@ -251,6 +266,8 @@ def build_search(
     search: SearchAlgorithm
     searcher = build_searcher(algorithm, seed)
     if searcher is not None:
+        if max_concurrent:
+            searcher = baselines.limit_concurrency(searcher, max_concurrent)
         search = SearchGenerator(searcher)
     else:
         search = BasicVariantGenerator(random_state=seed)
@@ -294,7 +311,7 @@ def build_executor(
     trainable is gang-capable, as one marked with ``fluid.train.elastic``), are passed.
     ``fluid_options`` apply either way.
     """
-    if executor == "tune":
+    if executor in ("tune", baselines.TUNE_TUNED):
         return base
     if executor == "resource_changing":
         from ray.tune.schedulers.resource_changing_scheduler import (
@@ -306,17 +323,19 @@ def build_executor(
             base_scheduler=base,
             resources_allocation_function=DistributeResources(add_bundles=True),
         )
-    if executor in ("fluid", "fluid_static"):
+    if executor in FLUID_EXECUTORS:
         from fluid.tune import FluidExecutor
 
         # The simulated trials ask for one GPU each (plain Tune's set-up): Fluid sizes them.
-        options: dict[str, Any] = {"elastic": True, "dynamic": executor == "fluid",
+        options: dict[str, Any] = {"elastic": True, "dynamic": executor != "fluid_static",
                                    "resize_requests": True, "verbose": False}
         if profile:
             alpha, beta = profiled_overheads(workload)
             options.update(alpha=alpha, beta=beta, cpus_per_trial=1.0, cpus_per_worker=1.0,
                            gpu_memory=gpu_memory)
         options.update(fluid_options or {})
+        if executor == baselines.ONE_GPU:
+            options.update(baselines.ONE_GPU_OPTIONS)
         return FluidExecutor(base, clock=clock, resources=cluster, **options)
     raise ValueError(f"unknown executor {executor!r}; known: {list(EXECUTORS)}")
 
@@ -369,8 +388,9 @@ def run_experiment(
             if search_factory is not None:
                 search = search_factory(seed, storage)
             else:
-                search = build_search(algorithm, workload, seed, gpus, samples, storage)
-            adapted = executor in ("fluid", "fluid_static")
+                limit = gpus if executor == baselines.TUNE_TUNED else None
+                search = build_search(algorithm, workload, seed, gpus, samples, storage, limit)
+            adapted = executor in FLUID_EXECUTORS
             if search_factory is not None and algorithm not in ALGORITHMS:
                 base: TrialScheduler = FIFOScheduler()  # a replay's fixed trials, FIFO
             else:
@@ -438,10 +458,16 @@ def compare(
     """Every executor (and the lower bound) on the same seeds; see ``Comparison``."""
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     comp = Comparison(algorithm, workload.name, gpus)
+    # Without a model-based searcher the careful user's Tune is plain Tune: same rows.
+    copy_tune = search_factory is not None or baselines.same_as_tune(algorithm)
     for seed in seed_list:
         for ex in executors:
             if progress:
                 progress(f"{algorithm}/{workload.name} {ex} seed {seed}")
+            tune_row = next((r for r in comp.of("tune") if r.seed == seed), None)
+            if ex == baselines.TUNE_TUNED and copy_tune and tune_row is not None:
+                comp.results.append(replace(tune_row, executor=ex))
+                continue
             result, stats = run_experiment(
                 algorithm, workload, ex, seed, gpus, samples=samples, costs=costs,
                 time_noise=time_noise, gpu_memory=gpu_memory, fluid_options=fluid_options,
