@@ -139,13 +139,30 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+#: Columns of the text tables: (key, header, width, format); the first is left-aligned.
+_SCALING_COLUMNS = [("config", "config", 64, "s"), ("kind", "kind", 6, "s"),
+                    ("gpus", "GPUs", 4, "d"), ("nodes", "nodes", 5, "d"),
+                    ("reference", "paper", 7, ".2f"), ("model", "model", 7, ".2f"),
+                    ("error", "error", 7, "+.0%")]
+_PACKING_COLUMNS = [("config", "config", 62, "s"), ("family", "family", 6, "s"),
+                    ("k", "k", 2, "d"), ("mode", "mode", 12, "s"), ("inputs", "inputs", 11, "s"),
+                    ("reference", "ref", 6, ".2f"), ("model", "model", 6, ".2f"),
+                    ("error", "error", 6, "+.0%")]
+
+
+def _table(title: str, columns: list[tuple[str, str, int, str]],
+           rows: list[dict[str, Any]]) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return " ".join(c[:w].ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, (_, _, w, _)) in enumerate(zip(cells, columns, strict=True)))
+
+    return [title, line([h for _, h, _, _ in columns])] + [
+        line([format(r[k], f) for k, _, _, f in columns]) for r in rows]
+
+
 def _render_scaling(s: dict[str, Any]) -> list[str]:
-    lines = ["Scaling (speedup on w GPUs over one; published measurements)",
-             f"{'config':<64} {'kind':>6} {'GPUs':>4} {'nodes':>5} {'paper':>7} {'model':>7} "
-             f"{'error':>7}"]
-    for pt in s["points"]:
-        lines.append(f"{pt['config'][:64]:<64} {pt['kind']:>6} {pt['gpus']:>4} {pt['nodes']:>5} "
-                     f"{pt['reference']:>7.2f} {pt['model']:>7.2f} {pt['error']:>+7.0%}")
+    lines = _table("Scaling (speedup on w GPUs over one; published measurements)",
+                   _SCALING_COLUMNS, s["points"])
     kinds = ", ".join(f"{k} {v['points']} points {_pct(v['median_abs_rel_error'])}"
                       for k, v in s["by_kind"].items())
     one = s["strong_one_node"]
@@ -155,19 +172,13 @@ def _render_scaling(s: dict[str, Any]) -> list[str]:
 
 
 def _render_packing(s: dict[str, Any]) -> list[str]:
-    lines = ["Packing (k identical jobs on one GPU: aggregate throughput over one alone)",
-             f"{'config':<62} {'family':>6} {'k':>2} {'mode':>12} {'inputs':>11} {'ref':>6} "
-             f"{'model':>6} {'error':>6}"]
-    for pt in s["points"]:
-        lines.append(f"{pt['config'][:62]:<62} {pt['family']:>6} {pt['k']:>2} {pt['mode']:>12} "
-                     f"{pt['inputs']:>11} {pt['reference']:>6.2f} {pt['model']:>6.2f} "
-                     f"{pt['error']:>+6.0%}")
+    lines = _table("Packing (k identical jobs on one GPU: aggregate throughput over one alone)",
+                   _PACKING_COLUMNS, s["points"])
     fams = "; ".join(f"{f} {v['points']} points, median signed {v['median_signed_error']:+.1%}"
                      for f, v in s["by_family"].items())
     lines.append(f"median |relative error|: {_pct(s['median_abs_rel_error'])} over "
                  f"{len(s['points'])} points ({fams})")
-    for sk in s["skipped"]:
-        lines.append(f"skipped: {sk['config']} ({sk['reason']})")
+    lines += [f"skipped: {sk['config']} ({sk['reason']})" for sk in s["skipped"]]
     return lines
 
 
