@@ -77,6 +77,22 @@ def test_packing_pays_for_idle_gpus_and_not_for_full_ones():
     assert _gain(full, 2, PerfParams(contention=0.05)) == pytest.approx(1 / 1.05)
 
 
+@pytest.mark.parametrize("mode", ["mps", "timeslice"])
+def test_beyond_two_per_gpu_no_more_than_a_pair(mode):
+    p = PerfParams(sharing=mode)
+    light = StepCost(0.002, 0.02, 0.1)  # a kernel 9% of the time: three would fit
+    pair = _gain(light, 2, p)
+    assert pair > 1.9
+    for k in (3, 4, 8):
+        assert _gain(light, k, p) == pytest.approx(pair)
+    # Mixed co-runners: together never more work per second than the mean of their pairs.
+    mixed = [light, StepCost(0.01, 0.01, 0.5), StepCost(0.03, 0.002, 0.9)]
+    times = packed_steps(mixed, p)
+    rate = sum(s.seconds / t for s, t in zip(mixed, times, strict=True))
+    pairs = sum(_gain(s, 2, p) for s in mixed) / 3
+    assert rate <= pairs + 1e-9
+
+
 @pytest.mark.parametrize("k", [2, 3, 4, 8])
 def test_mps_gains_over_time_slicing_at_most_what_was_measured(k):
     p = PerfParams()
