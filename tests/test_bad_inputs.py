@@ -156,6 +156,7 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
     (["bench", "load", "--cpus", "0"], "--cpus must be >= 1, got 0"),
     (["bench", "e2e", "--trials", "0"], "--trials must be in \\[1, 10\\], got 0"),
     (["bench", "e2e", "--quick", "--trials", "8"], "--trials must be in \\[1, 7\\], got 8"),
+    (["bench", "e2e", "--quick", "--load", "-1"], "--load must be in \\[0, 64\\], got -1"),
     (["demo", "--gpus", "0"], "--gpus must be >= 1, got 0"),
     (["demo", "--gpus", "four"], "argument --gpus: invalid int value: 'four'"),
     (["profile", "nocolon"], "trainable must be MODULE:NAME, got 'nocolon'"),

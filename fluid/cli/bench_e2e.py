@@ -11,15 +11,21 @@ includes Ray's own costs. ``speedup_without_setup`` leaves set-up and tear-down 
 runs (on this machine a plain Tune run's first trial starts several seconds later than
 Fluid's, which would otherwise count for Fluid). Printed: wall-clock makespan of each run, the
 measured and the predicted speedup, and Fluid's own overhead (time in its hooks, resizes).
+``--load N`` runs everything beside N busy processes (one core each), as on a machine shared
+with other work: Ray's start and restart costs grow, and Fluid must not lose to plain Tune.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from fluid.cli import print_json
@@ -31,6 +37,10 @@ BETA = 1.05
 # longest trial is worth only a few restarts (eps ~ 2-5 s on Ray) leaves a scheduler nothing.
 FULL = {"t1": [0.5] * 8 + [4.0, 6.0], "iters": 12, "gpus": 4}
 QUICK = {"t1": [0.5] * 6 + [5.0], "iters": 12, "gpus": 4}
+MAX_LOAD = 64
+# A busy process: pure Python arithmetic on one core until its parent (this bench) is gone, so
+# a bench killed without clean-up leaves no process spinning.
+BUSY = "import os\nparent = {parent}\nwhile os.getppid() == parent:\n    sum(range(100_000))\n"
 
 
 def register(subparsers: Any) -> None:
@@ -40,8 +50,25 @@ def register(subparsers: Any) -> None:
     p.add_argument("--quick", action="store_true", help="a smaller job (under 10 minutes)")
     p.add_argument("--trials", type=int, default=None, metavar="N",
                    help="only the job's first N trials (default: all; 10, or 7 with --quick)")
+    p.add_argument("--load", type=int, default=0, metavar="N",
+                   help=f"run beside N busy processes, one core each (0 to {MAX_LOAD}; default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
+
+
+@contextlib.contextmanager
+def busy_processes(n: int) -> Iterator[list[subprocess.Popen]]:
+    """``n`` processes that each keep one core busy while the block runs, stopped after it."""
+    code = BUSY.format(parent=os.getpid())
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
+             for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait()
 
 
 def bench_trainable(config: dict) -> None:
@@ -165,9 +192,11 @@ def _job(job: str, t1: list[float], iters: int, gpus: int, storage: str) -> dict
     }
 
 
-def _print_table(jobs: dict[str, Any], t1: list[float], iters: int, gpus: int) -> None:
+def _print_table(jobs: dict[str, Any], t1: list[float], iters: int, gpus: int,
+                 load: int) -> None:
     print(f"{len(t1)} modeled trials x {iters} iterations on {gpus} logical GPUs "
-          f"(alpha {ALPHA}, beta {BETA}); one-GPU iteration times {t1}")
+          f"(alpha {ALPHA}, beta {BETA}); one-GPU iteration times {t1}; "
+          f"{load} busy processes beside")
     print(f"{'job':<10} {'tune s':>8} {'fluid s':>8} {'speedup':>8} {'sim tune':>9} "
           f"{'sim fluid':>9} {'sim speedup':>11} {'hooks s':>8} {'resizes':>8}")
     for job, j in jobs.items():
@@ -195,20 +224,23 @@ def run(args: argparse.Namespace) -> int:
         if not 1 <= args.trials <= len(t1):
             raise ValueError(f"--trials must be in [1, {len(t1)}], got {args.trials}")
         t1 = t1[:args.trials]
+    if not 0 <= args.load <= MAX_LOAD:
+        raise ValueError(f"--load must be in [0, {MAX_LOAD}], got {args.load}")
     _mark()
     ray.init(address="local", num_cpus=2, num_gpus=gpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING)
     storage = tempfile.mkdtemp(prefix="fluid-bench-e2e-")
     try:
-        jobs = {job: _job(job, t1, iters, gpus, storage) for job in ("grid", "hyperband")}
+        with busy_processes(args.load):
+            jobs = {job: _job(job, t1, iters, gpus, storage) for job in ("grid", "hyperband")}
     finally:
         ray.shutdown()
     grid = jobs["grid"]
     out = {"tune": grid["tune"], "fluid": grid["fluid"], "speedup": grid["speedup"],
            "simulated_speedup": grid["simulated_speedup"], "jobs": jobs,
-           "trials": len(t1), "iterations": iters, "gpus": gpus}
+           "trials": len(t1), "iterations": iters, "gpus": gpus, "load": args.load}
     if args.json:
         print_json(out)
     else:
-        _print_table(jobs, t1, iters, gpus)
+        _print_table(jobs, t1, iters, gpus, args.load)
     return 0

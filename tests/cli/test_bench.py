@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +50,48 @@ def test_bench_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "TARGET" in err
     code, _, err = run_cli(capsys, "bench", "policy", "--repeat", "0")
     assert code == 2 and err == "fluid: error: --repeat must be >= 1, got 0\n"
+
+
+def test_busy_processes_load_the_machine_only_while_the_bench_runs() -> None:
+    from fluid.cli.bench_e2e import busy_processes
+
+    with busy_processes(2) as procs:
+        assert len(procs) == 2
+        time.sleep(0.5)
+        assert all(p.poll() is None for p in procs)  # still spinning
+        cpu = [_cpu_seconds(p.pid) for p in procs]
+        assert all(c > 0.05 for c in cpu), cpu  # they do burn CPU
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_a_busy_process_stops_when_its_parent_is_gone() -> None:
+    """A bench killed without clean-up leaves nothing spinning: a parent that starts a busy
+    process and dies at once (``os._exit``, no clean-up) leaves it to stop by itself."""
+    parent = (
+        "import os, subprocess, sys\n"
+        "from fluid.cli.bench_e2e import BUSY\n"
+        "p = subprocess.Popen([sys.executable, '-c', BUSY.format(parent=os.getpid())])\n"
+        "print(p.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                          timeout=60, check=True)
+    pid = int(done.stdout)
+    deadline = time.monotonic() + 20
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid), "the busy process outlived its parent"
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's exit is reaped by whatever adopted it, maybe never)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
