@@ -216,3 +216,13 @@ def test_python_dash_m_fluid_bad_input_has_no_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"fluid: error: {path}: trials[0].runtime must be > 0 seconds, got 0\n"
+
+
+def test_simulate_says_in_one_line_when_ray_is_too_old(monkeypatch, capsys):
+    import ray
+
+    monkeypatch.setattr(ray, "__version__", "2.55.1")
+    assert main(["simulate", "--algorithm", "grid", "--workload", "synthetic", "--gpus", "4",
+                 "--seeds", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "found ray 2.55.1" in err[0] and "ray[tune]>=2.57" in err[0], err
