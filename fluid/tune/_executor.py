@@ -51,6 +51,7 @@ from fluid.tune._options import (
     FluidOptions,
 )
 from fluid.tune._planner import Planner
+from fluid.tune._ray_train import RayTrainTrials
 from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialBook, TrialRecord, new_record
 from fluid.tune._report import PlanReport
 from fluid.tune._resources import RayResourceView, ResourceView, cpus_of_view
@@ -172,6 +173,7 @@ class FluidExecutor(TrialScheduler):
                                clock=self._clock, cpus_per_trial=cpus_per_trial,
                                cpus_per_worker=cpus_per_worker, exact_limits=profile is None)
         self.report = PlanReport(verbose)
+        self._trains = RayTrainTrials(cpus_per_worker, resize_requests)
         self._state = StateStore(self._clock)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._checked = False
@@ -286,6 +288,7 @@ class FluidExecutor(TrialScheduler):
                              self._book.kind_of(trial), self.options.resize_requests)
             rec.priority = self._book.groups[gid].priority.get(trial.trial_id, 0)
             apply_saved(rec, self._restored.get(trial.trial_id))
+            self._trains.configure(rec)
             admission.check_cpus(self.planner, rec)
             self._book.add(rec)
         else:
@@ -324,7 +327,8 @@ class FluidExecutor(TrialScheduler):
                 self.planner.plan(startable)
                 # look again next step
                 self.planner.dirty = self.planner.dirty or bool(held) or again
-            rec = self.planner.next_ready()
+            rec = self.planner.next_ready(
+                lambda r: self._trains.fits(r, self._book, self._resources))
             if rec is None:
                 for done in admission.stranded(self._book, compat.controller_of(tune_controller)):
                     logger.warning("Fluid: stopping %s: its scheduler paused it at the end of its "

@@ -41,6 +41,7 @@ from fluid.core import (
     static_fluid,
 )
 from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._ray_train import train_shape
 from fluid.tune._records import PLACED, Phase, TrialBook, TrialRecord, by_group
 from fluid.tune._resizing import CPU_TOL, Resizing
 from fluid.tune._resources import ResourceView, cpus_of_view
@@ -107,14 +108,16 @@ class Planner(Resizing, TrialSpecs):
     def shape(self, rec: TrialRecord, width: float) -> Any:
         """The ``PlacementGroupFactory`` the trial runs in at ``width`` GPUs."""
         cpus = rec.cpus if self._cpus_per_trial is None else self._cpus_per_trial
-        return shape_of(width, cpus, self._cpus_per_worker, rec.request)
+        if rec.ray_train:  # the driver and its workers' CPUs; Train's workers take the GPUs
+            return train_shape(width, cpus, self._cpus_per_worker, rec.extras)
+        return shape_of(width, cpus, self._cpus_per_worker, rec.request, rec.extras)
 
     def cpus_needed(self, rec: TrialRecord, width: float | None = None) -> float:
         """CPUs of the trial's shape at ``width`` (default: its planned width, else the least
         it may get)."""
         w = width if width is not None else rec.width
         w = w if w is not None else rec.w_min or 1.0
-        if rec.request is None:  # Fluid's own shape: its CPUs depend on these alone
+        if rec.request is None and not rec.ray_train:  # Fluid's gang shape: these alone
             cpus = rec.cpus if self._cpus_per_trial is None else self._cpus_per_trial
             return shape_cpus(w, cpus, self._cpus_per_worker)
         return cpus_in(self.shape(rec, w))
@@ -265,13 +268,16 @@ class Planner(Resizing, TrialSpecs):
             self._book[i].phase = Phase.READY
             self.ready.append(i)
 
-    def next_ready(self) -> TrialRecord | None:
-        """The next trial to hand to Tune at its planned width, once Tune has it PAUSED."""
+    def next_ready(self, fits: Callable[[TrialRecord], bool] | None = None,
+                   ) -> TrialRecord | None:
+        """The next trial to hand to Tune at its planned width, once Tune has it PAUSED and
+        ``fits`` (if given) says Ray can hold it now."""
         for tid in list(self.ready):
             rec = self._book[tid]
             if rec.phase not in (Phase.READY, Phase.RESIZING):
                 self.ready.remove(tid)
-            elif rec.trial.status == Trial.PAUSED:  # a resizing trial: once Tune saved it
+            # (a resizing trial: once Tune saved it)
+            elif rec.trial.status == Trial.PAUSED and (fits is None or fits(rec)):
                 self.ready.remove(tid)
                 return rec
         return None

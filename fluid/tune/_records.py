@@ -27,6 +27,7 @@ from typing import Any
 
 from ray.tune.experiment import Trial
 
+from fluid.core.extras import Extras, extras_of
 from fluid.tune._group import TrialGroup
 from fluid.tune._shapes import cpus_of, is_elastic_class, request_width, width_of
 
@@ -119,6 +120,9 @@ class TrialRecord:
     own_beta: tuple[float, int] | None = None  # (its own beta_i, samples it rests on)
     priority: int = 0  # what the algorithm waits on: > 0 never packed (a promoted trial)
     budget_resizes: int = 0  # resizes since its budget (rung) last changed
+    extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
+    ray_train: bool = False  # runs a Ray Train trainer: width = its workers (``_ray_train``)
+    w_max: float | None = None  # most width it allows (None: no bound of its own)
     # Set by ``TrialBook.add``: the book whose phase index to update, the order of addition.
     _book: TrialBook | None = field(default=None, init=False, repr=False, compare=False)
     _seq: int = field(default=0, init=False, repr=False, compare=False)
@@ -298,7 +302,7 @@ def new_record(trial: Trial, group: int, until: int | None, elastic: bool | None
     pgf = trial.placement_group_factory
     rec = TrialRecord(trial, group, until, cpus=cpus_of(pgf),
                       elastic=kind[0] if elastic is None else elastic,
-                      function=kind[1], asked=width_of(pgf))
+                      function=kind[1], asked=width_of(pgf), extras=extras_of(pgf.bundles))
     if rec.asked > 0 and not resize_requests:
         rec.w_min = request_width(rec.asked)
         rec.request = None if rec.elastic else pgf

@@ -109,6 +109,10 @@ class TrialSpecs:
             c = 1  # what the algorithm waits on runs alone unless its packing is measured free
         if rec.min_share is not None:
             c = min(c, int(math.floor(1 / rec.min_share + 1e-9)))
+        if rec.ray_train:  # its workers take whole GPUs, at most as many as it allows
+            c = 1
+        if rec.w_max is not None:
+            d = min(d, max(1, int(rec.w_max)))
         w_min = rec.w_min
         if self._keeps_shape(rec):
             # Plain Tune's shape (a PBT member): what it asked for, at least one GPU (several
