@@ -43,6 +43,7 @@ from fluid.tune._base import base_view, eligible
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup
 from fluid.tune._history import install_restart_trim
+from fluid.tune._once import install_once
 from fluid.tune._options import (
     DEFAULT_ITERATION_TIME,
     PACK_C_MAX,
@@ -250,6 +251,7 @@ class FluidExecutor(TrialScheduler):
         actions.install_outstanding_limit(tc, self.outstanding, bound)
         actions.install_shape_column(controller, self._book, self.mps)
         install_restart_trim(controller)
+        install_once(controller, (actions.ShapeColumn,))
         compat.forgive_failures(controller, self._out_of_gpu_memory)
         if self.mps is not None:
             self.mps.start()

@@ -217,6 +217,17 @@ def restart_iteration(trial: Any) -> int | None:
     return int(result.metrics.get("training_iteration", 0) or 0)
 
 
+def checkpoint_iteration(trial: Any) -> int:
+    """The iteration of the checkpoint a starting trial restores, whoever wrote it (0: none).
+
+    Why: as ``restart_iteration``, from ``Trial.latest_checkpoint_result``.
+    """
+    result = trial.latest_checkpoint_result
+    if getattr(result, "checkpoint", None) is None:
+        return 0
+    return int(result.metrics.get("training_iteration", 0) or 0)
+
+
 def result_file_copies(trial: Any) -> list[tuple[str, str, Any]]:
     """Both copies of the trial's result files, as ``(name, path, filesystem)``.
 
@@ -330,6 +341,7 @@ __all__ = [
     "_global_registry",
     "callback_list",
     "check_ray_version",
+    "checkpoint_iteration",
     "controller_of",
     "experiment_dir",
     "forgive_failures",

@@ -1,0 +1,150 @@
+"""Each training iteration once for every logger and callback, across restarts.
+
+A trial that restarts from a checkpoint older than its last result (its process died between
+a result and that result's checkpoint, a driver restored from an older snapshot, a trainable
+that checkpoints every few iterations or never) runs those iterations again, and Tune hands
+every callback their results a second time: TensorBoard event files, MLflow runs, W&B charts
+and a user's own callbacks would each show the iteration twice.
+
+``Once`` wraps every such callback of the experiment (at the first trial): a result reaches it
+only when its ``training_iteration`` is past the last one it was given for that trial
+(``Delivered``). What a callback once saw stays as it saw it; the re-run of those iterations is
+not passed on. Left as they are:
+
+* Tune's JSON and CSV loggers: their files are restored from storage when a trial restarts
+  and trimmed to the restart iteration (``fluid.tune._history.RestartTrim``), so they must
+  get the re-run's rows;
+* progress reporters (a display, not a log) and Fluid's own callbacks.
+
+A trial restarted from another trial's checkpoint (PBT's exploit) continues from that trial's
+iteration, as under plain Tune: its next results are passed on. After a driver restore, a
+trial's last iteration passed on is the largest of Tune's restored last result and the rows of
+its stored ``result.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ray.tune.callback import Callback
+from ray.tune.experimental.output import ProgressReporter
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from ray.tune.progress_reporter import TrialProgressCallback
+
+from fluid.tune import _ray_compat as compat
+from fluid.tune._history import ITERATION, RestartTrim, last_iteration_stored
+
+logger = logging.getLogger("fluid")
+
+#: Callbacks that must see every result: trimmed result files, displays.
+UNGATED = (JsonLoggerCallback, CSVLoggerCallback, ProgressReporter, TrialProgressCallback,
+           RestartTrim)
+
+
+class Delivered(Callback):
+    """The last iteration of each trial passed on to the wrapped callbacks.
+
+    It is a callback itself, first in the experiment's list: when a trial starts it learns
+    where the trial restarts from, and it decides on each result before the wrapped callbacks
+    are handed it (``passes``).
+    """
+
+    def __init__(self) -> None:
+        self.last: dict[str, int] = {}
+        self.held_back = 0  # results not passed on (repeats)
+        self._current: tuple[int, bool] = (0, True)  # (id of the result, passed on)
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        tid = trial.trial_id
+        if compat.restart_iteration(trial) is None:  # another trial's checkpoint (PBT)
+            self.last[tid] = compat.checkpoint_iteration(trial)
+        elif tid not in self.last:  # first seen: a new trial, or one of a restored driver
+            restored = int(trial.last_result.get(ITERATION, 0) or 0)
+            self.last[tid] = max(restored, last_iteration_stored(trial))
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
+                        **info: Any) -> None:
+        it = result.get(ITERATION)
+        passed = it is None or it > self.last.get(trial.trial_id, 0)
+        if passed and it is not None:
+            self.last[trial.trial_id] = int(it)
+        elif not passed:
+            self.held_back += 1
+            logger.debug("Fluid: %s iteration %d was logged already; not passed on again",
+                         trial, it)
+        self._current = (id(result), passed)
+
+    def passes(self, result: dict) -> bool:
+        """Whether the wrapped callbacks get ``result`` (the one this step decided on)."""
+        return self._current[1] if self._current[0] == id(result) else True
+
+
+class Once(Callback):
+    """A callback that gets each iteration of a trial once (``Delivered``); every other hook
+    and its state are passed through unchanged."""
+
+    def __init__(self, inner: Callback, delivered: Delivered) -> None:
+        self.inner, self._delivered = inner, delivered
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
+                        **info: Any) -> None:
+        if self._delivered.passes(result):
+            self.inner.on_trial_result(iteration=iteration, trials=trials, trial=trial,
+                                       result=result, **info)
+
+    def setup(self, **info: Any) -> None:
+        self.inner.setup(**info)
+
+    def on_step_begin(self, **info: Any) -> None:
+        self.inner.on_step_begin(**info)
+
+    def on_step_end(self, **info: Any) -> None:
+        self.inner.on_step_end(**info)
+
+    def on_trial_start(self, **info: Any) -> None:
+        self.inner.on_trial_start(**info)
+
+    def on_trial_restore(self, **info: Any) -> None:
+        self.inner.on_trial_restore(**info)
+
+    def on_trial_save(self, **info: Any) -> None:
+        self.inner.on_trial_save(**info)
+
+    def on_trial_complete(self, **info: Any) -> None:
+        self.inner.on_trial_complete(**info)
+
+    def on_trial_recover(self, **info: Any) -> None:
+        self.inner.on_trial_recover(**info)
+
+    def on_trial_error(self, **info: Any) -> None:
+        self.inner.on_trial_error(**info)
+
+    def on_checkpoint(self, **info: Any) -> None:
+        self.inner.on_checkpoint(**info)
+
+    def on_experiment_end(self, **info: Any) -> None:
+        self.inner.on_experiment_end(**info)
+
+    def get_state(self) -> dict | None:
+        return self.inner.get_state()
+
+    def set_state(self, state: dict) -> None:
+        self.inner.set_state(state)
+
+    def __repr__(self) -> str:
+        return f"Once({self.inner!r})"
+
+
+def install_once(controller: Any, own: tuple[type, ...] = ()) -> Delivered | None:
+    """Wrap the experiment's logging callbacks in ``Once`` (``own``: Fluid's callback types,
+    left alone); ``None`` when the controller has no callback list."""
+    callbacks = compat.callback_list(controller)
+    if callbacks is None:
+        return None
+    delivered = Delivered()
+    for i, cb in enumerate(callbacks):
+        if not isinstance(cb, UNGATED + own + (Once, Delivered)):
+            callbacks[i] = Once(cb, delivered)
+    callbacks.insert(0, delivered)
+    return delivered
