@@ -84,8 +84,10 @@ def install_shape_column(controller: Any, book: TrialBook, mps: Any) -> None:
                        "yourself with mps.stop()")
 
 
-def install_outstanding_limit(tc: Any, outstanding: Callable[[], int], bound: int) -> None:
-    """Wrap a model-based searcher so it suggests nothing while ``bound`` trials are in flight.
+def install_outstanding_limit(tc: Any, outstanding: Callable[[], int],
+                              bound: int | Callable[[], int]) -> None:
+    """Wrap a model-based searcher so it suggests nothing while ``bound`` trials are in flight
+    (a callable ``bound`` is asked each time: it may follow the cluster's GPUs).
 
     Grid and random search (``BasicVariantGenerator``, no ``searcher``) are left alone: they
     make whole groups at once.
@@ -122,8 +124,14 @@ class ShapeColumn(Callback):
 class OutstandingLimit:
     """Wraps a searcher: no new suggestion while ``bound`` trials are held or running."""
 
-    def __init__(self, searcher: Any, outstanding: Callable[[], int], bound: int) -> None:
-        self._searcher, self._outstanding, self.bound = searcher, outstanding, bound
+    def __init__(self, searcher: Any, outstanding: Callable[[], int],
+                 bound: int | Callable[[], int]) -> None:
+        self._searcher, self._outstanding, self._bound = searcher, outstanding, bound
+
+    @property
+    def bound(self) -> int:
+        """Most trials held or running at once."""
+        return self._bound() if callable(self._bound) else self._bound
 
     def suggest(self, trial_id: str) -> Any:
         """The wrapped searcher's suggestion, or ``None`` while ``bound`` trials are in flight."""

@@ -1,6 +1,6 @@
-"""Which trials FluidExecutor admits, and how: set-ups and trials it refuses (actor reuse, no
-GPUs, a request the cluster cannot hold), finished trials Tune re-adds on restore, and packed
-trials that ran out of GPU memory."""
+"""Which trials FluidExecutor admits, and how: set-ups it refuses (actor reuse), finished trials
+Tune re-adds on restore, and packed trials that ran out of GPU memory. (A cluster too small for
+a trial waits for nodes: ``fluid.tune._waiting``.)"""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from ray.tune.experiment import Trial
 
 from fluid.tune import _ray_compat as compat
 from fluid.tune._options import FluidConfigError
-from fluid.tune._planner import CPU_TOL, Planner
 from fluid.tune._records import OUTSTANDING, Phase, TrialBook, TrialRecord, new_record
-from fluid.tune._shapes import describe, width_of
+from fluid.tune._shapes import describe
 from fluid.tune._state import apply_saved
 
 logger = logging.getLogger("fluid")
@@ -60,37 +59,13 @@ def widen_after_oom(rec: TrialRecord | None, error: Exception) -> bool:
     return True
 
 
-def check_cpus(planner: Planner, rec: TrialRecord) -> None:
-    """Refuse a trial whose least shape needs more CPUs than the cluster has."""
-    cpus = planner.cpus
-    need = planner.cpus_needed(rec)
-    if cpus is not None and need > cpus + CPU_TOL:
-        raise FluidConfigError(
-            f"trial {rec.trial} needs {need:g} CPUs but the cluster has {cpus:g} "
-            "(lower cpus_per_trial or the trial's CPU request)"
-        )
-
-
-def check_setup(controller: Any, gpus: float) -> None:
-    """Refuse what Fluid cannot run under: reused actors, a cluster without GPUs."""
+def check_setup(controller: Any) -> None:
+    """Refuse what Fluid cannot run under: reused actors (a cluster too small for now waits
+    for nodes: ``fluid.tune._waiting``)."""
     if compat.reuses_actors(controller):
         raise FluidConfigError(
             "reuse_actors=True cannot be used with FluidExecutor: every trial gets its own "
             "placement group shape; pass reuse_actors=False"
-        )
-    if gpus <= 0:
-        raise FluidConfigError(
-            "the Ray cluster has no GPUs; FluidExecutor sizes trials in GPUs (on a machine "
-            "without GPUs, start Ray with logical ones: ray.init(num_gpus=N))"
-        )
-
-
-def check_request(planner: Planner, trial: Trial) -> None:
-    """Refuse a trial that asks for more GPUs than the cluster has."""
-    asked = width_of(trial.placement_group_factory)
-    if asked > planner.gpus:
-        raise FluidConfigError(
-            f"trial {trial} asks for {asked:g} GPUs but the cluster has {planner.gpus:g}"
         )
 
 

@@ -58,6 +58,7 @@ from fluid.tune._report import PlanReport
 from fluid.tune._resources import RayResourceView, ResourceView, cpus_of_view
 from fluid.tune._shapes import describe
 from fluid.tune._state import StateStore, apply_saved, state_of
+from fluid.tune._waiting import NodeWait
 
 logger = logging.getLogger("fluid")
 
@@ -109,6 +110,9 @@ class FluidExecutor(TrialScheduler):
             for, unless this is ``True``: then Fluid sizes it like any other trial and warns
             once per trial whose shape differs. A trial that asks for no GPU (Tune's default)
             is always sized by Fluid.
+        wait_for_nodes: a cluster without GPUs, or a trial asking for more GPUs or CPUs than the
+            cluster has, waits for nodes to join (an autoscaling cluster), with one line saying
+            what it waits for; ``False`` refuses them with ``FluidConfigError``.
         verbose: print one line per plan change (a trial starting packed, on one GPU or as a
             gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
             verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.
@@ -147,6 +151,7 @@ class FluidExecutor(TrialScheduler):
         refine: bool = True,
         mps: Any = None,
         resize_requests: bool = False,
+        wait_for_nodes: bool = True,
         verbose: bool | None = None,
         clock: Callable[[], float] | None = None,
         resources: ResourceView | None = None,
@@ -160,6 +165,7 @@ class FluidExecutor(TrialScheduler):
             cpus_per_trial=cpus_per_trial, cpus_per_worker=cpus_per_worker, elastic=elastic,
             default_iteration_time=default_iteration_time, dynamic=dynamic, refine=refine,
             mps=mps, resize_requests=resize_requests, verbose=verbose,
+            wait_for_nodes=wait_for_nodes,
         )
         self._book = TrialBook()
         self.set_base(base_scheduler or FIFOScheduler())
@@ -175,6 +181,7 @@ class FluidExecutor(TrialScheduler):
                                cpus_per_worker=cpus_per_worker, exact_limits=profile is None)
         self.report = PlanReport(verbose)
         self._trains = RayTrainTrials(cpus_per_worker, resize_requests)
+        self._waits = NodeWait(refuse=not wait_for_nodes)
         self._state = StateStore(self._clock)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._checked = False
@@ -244,10 +251,12 @@ class FluidExecutor(TrialScheduler):
         if self._resources is None:
             self._resources = RayResourceView(self._clock)
         gpus = self._resources.gpus()
-        admission.check_setup(controller, gpus)
+        admission.check_setup(controller)
+        self._waits.check_cluster(gpus)
         self.planner.start(gpus, cpus_of_view(self._resources))
         self.report.start(controller)
-        bound = self.options.max_outstanding or max(2, int(2 * gpus))
+        # Twice the GPUs by default, as many as there are now (an autoscaling cluster grows).
+        bound = self.options.max_outstanding or (lambda: max(2, int(2 * self.planner.gpus)))
         actions.install_outstanding_limit(tc, self.outstanding, bound)
         actions.install_shape_column(controller, self._book, self.mps)
         install_restart_trim(controller)
@@ -280,7 +289,6 @@ class FluidExecutor(TrialScheduler):
             admission.record_finished(self._book, trial, self._restored.get(trial.trial_id))
             self.hook_seconds += time.perf_counter() - t0
             return
-        admission.check_request(self.planner, trial)
         rec = self._book.get(trial.trial_id)
         self.base.on_trial_add(tune_controller, trial)
         requeued = rec is not None  # Tune re-adds a trial after a failure it will retry
@@ -291,7 +299,7 @@ class FluidExecutor(TrialScheduler):
             rec.priority = self._book.groups[gid].priority.get(trial.trial_id, 0)
             apply_saved(rec, self._restored.get(trial.trial_id))
             self._trains.configure(rec)
-            admission.check_cpus(self.planner, rec)
+            self._waits.check_trial(rec, self.planner)
             self._book.add(rec)
         else:
             self.planner.release(rec)
@@ -307,6 +315,7 @@ class FluidExecutor(TrialScheduler):
         t0 = time.perf_counter()
         try:
             self.planner.sync_cluster(self._resources)
+            self._waits.review(self._book, self.planner)
             # A trial the base paused is PAUSED only once Tune saved it; then the base may
             # want to start others (HyperBandForBOHB halves a bracket when nothing runs).
             settled = [t for t in self._pausing if self._book[t].trial.status != Trial.RUNNING]

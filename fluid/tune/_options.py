@@ -58,6 +58,7 @@ class FluidOptions:
     mps: Any = None
     resize_requests: bool = False
     verbose: bool | None = None
+    wait_for_nodes: bool = True
     policy: PolicyConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -71,7 +72,8 @@ class FluidOptions:
         _number("default_iteration_time", self.default_iteration_time, 0, low_open=True,
                 unit="seconds")
         for name, none_ok in (("elastic", True), ("dynamic", False), ("refine", False),
-                              ("resize_requests", False), ("verbose", True)):
+                              ("resize_requests", False), ("verbose", True),
+                              ("wait_for_nodes", False)):
             flag = getattr(self, name)
             if not (isinstance(flag, bool) or (none_ok and flag is None)):
                 allowed = "True, False or None" if none_ok else "True or False"

@@ -317,6 +317,8 @@ def trainable_kind(trial: Trial) -> tuple[bool, bool]:
         cls = trial.get_trainable_cls()
     except Exception:  # an unregistered trainable: no gang, checkpoints only when it says so
         return False, True
+    if not isinstance(cls, type):  # a stub trial (no trainable): as unregistered
+        return False, True
     from ray.tune.trainable.function_trainable import FunctionTrainable
 
     return is_elastic_class(cls), issubclass(cls, FunctionTrainable)

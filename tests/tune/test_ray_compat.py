@@ -60,8 +60,12 @@ def test_import_fluid_tune_under_an_unsupported_ray_fails_clearly():
 
 
 def test_pyproject_pins_the_supported_range():
+    import re
+
     text = (ROOT / "pyproject.toml").read_text()
     assert f'"ray[tune]{compat.SUPPORTED_RAY}"' in text
+    pins = re.findall(r'"ray\[\w+\]([^"]*)"', text)
+    assert pins and set(pins) == {compat.SUPPORTED_RAY}, pins  # every extra: the same range
 
 
 def test_ci_tests_the_oldest_supported_ray():

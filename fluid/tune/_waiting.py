@@ -1,0 +1,76 @@
+"""Clusters that grow: what FluidExecutor waits for while the cluster is too small.
+
+An autoscaling cluster may have no GPU when the experiment starts (GPU nodes join on demand),
+or fewer GPUs or CPUs than one trial asks for. Fluid then holds the trials and says, in one
+line per thing it waits for, what that is; they are planned as nodes join (the planner follows
+the cluster, ``Planner.sync_cluster``). With ``FluidExecutor(wait_for_nodes=False)`` such a
+cluster or trial is refused instead, with ``FluidConfigError``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fluid.tune._options import FluidConfigError
+from fluid.tune._planner import CPU_TOL, Planner
+from fluid.tune._records import Phase, TrialBook, TrialRecord
+
+logger = logging.getLogger("fluid")
+
+#: Trials not started yet: held until the base scheduler starts them, or queued for GPUs.
+WAITING_TO_START = frozenset({Phase.HELD, Phase.QUEUED})
+
+
+class NodeWait:
+    """Says once what Fluid waits for (or refuses it, when ``refuse``)."""
+
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+        self.told: list[str] = []  # the lines said, oldest first
+        self._keys: set[tuple[str, float]] = set()
+        self._gpus: float | None = None  # the cluster's GPUs at the last review
+
+    def _say(self, key: tuple[str, float], line: str) -> None:
+        if key not in self._keys:
+            self._keys.add(key)
+            self.told.append(line)
+            logger.warning("%s", line)
+
+    def check_cluster(self, gpus: float) -> None:
+        """A cluster without GPUs: wait for GPU nodes (or refuse)."""
+        if gpus > 0:
+            return
+        if self.refuse:
+            raise FluidConfigError(
+                "the Ray cluster has no GPUs; FluidExecutor sizes trials in GPUs (on a machine "
+                "without GPUs, start Ray with logical ones: ray.init(num_gpus=N); on an "
+                "autoscaling cluster, leave wait_for_nodes=True to wait for GPU nodes)")
+        self._say(("no GPU", 0.0), "Fluid: waiting for GPU nodes to join: the Ray cluster has "
+                  "no GPU yet; trials start as GPUs come")
+
+    def review(self, book: TrialBook, planner: Planner) -> None:
+        """After the cluster's GPUs changed: say what the trials not started yet wait for."""
+        if planner.gpus == self._gpus:
+            return
+        self._gpus = planner.gpus
+        for rec in book.in_phase(WAITING_TO_START):
+            self.check_trial(rec, planner)
+
+    def check_trial(self, rec: TrialRecord, planner: Planner) -> None:
+        """A trial asking for more GPUs or CPUs than the cluster has: it waits (or is
+        refused)."""
+        asked = rec.w_min or 0.0  # what it must get (a request Fluid may resize: no floor)
+        if planner.gpus > 0 and asked > planner.gpus:
+            self._too_large(rec, "GPUs", asked, planner.gpus)
+        need = planner.cpus_needed(rec)
+        if planner.cpus is not None and need > planner.cpus + CPU_TOL:
+            self._too_large(rec, "CPUs", need, planner.cpus)
+
+    def _too_large(self, rec: TrialRecord, unit: str, asked: float, have: float) -> None:
+        if self.refuse:
+            hint = "" if unit == "GPUs" else " (lower cpus_per_trial or the trial's CPU request)"
+            raise FluidConfigError(
+                f"trial {rec.trial} {'asks for' if unit == 'GPUs' else 'needs'} {asked:g} "
+                f"{unit} but the cluster has {have:g}{hint}")
+        self._say((unit, asked), f"Fluid: waiting for nodes to join: trial {rec.trial} needs "
+                  f"{asked:g} {unit}, the cluster has {have:g}; it starts when enough join")
