@@ -43,6 +43,7 @@ from fluid.tune._base import base_view, eligible
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup
 from fluid.tune._history import install_restart_trim
+from fluid.tune._limits import announce_cap, check_base
 from fluid.tune._once import install_once
 from fluid.tune._options import (
     DEFAULT_ITERATION_TIME,
@@ -197,6 +198,7 @@ class FluidExecutor(TrialScheduler):
                 "base_scheduler must be a ray.tune TrialScheduler other than FluidExecutor, "
                 f"got {type(base_scheduler).__name__}"
             )
+        check_base(base_scheduler)
         if self._book.records:
             raise FluidConfigError("the base scheduler cannot change once trials were added")
         self.base = base_scheduler
@@ -255,6 +257,7 @@ class FluidExecutor(TrialScheduler):
         self._waits.check_cluster(gpus)
         self.planner.start(gpus, cpus_of_view(self._resources))
         self.report.start(controller)
+        announce_cap(getattr(tc, "search_alg", None), gpus)
         # Twice the GPUs by default, as many as there are now (an autoscaling cluster grows).
         bound = self.options.max_outstanding or (lambda: max(2, int(2 * self.planner.gpus)))
         actions.install_outstanding_limit(tc, self.outstanding, bound)
