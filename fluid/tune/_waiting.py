@@ -10,6 +10,7 @@ cluster or trial is refused instead, with ``FluidConfigError``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from fluid.tune._options import FluidConfigError
 from fluid.tune._planner import CPU_TOL, Planner
@@ -21,20 +22,47 @@ logger = logging.getLogger("fluid")
 WAITING_TO_START = frozenset({Phase.HELD, Phase.QUEUED})
 
 
-class NodeWait:
-    """Says once what Fluid waits for (or refuses it, when ``refuse``)."""
+def ask_autoscaler(bundles: list[dict[str, float]]) -> None:
+    """Ask Ray's autoscaler for room for ``bundles`` (none: withdraw the request).
 
-    def __init__(self, refuse: bool) -> None:
+    Held trials are PAUSED in Tune: they ask Ray for nothing, so an autoscaler would never add
+    the nodes they wait for. ``request_resources`` is Ray's public call for that; without an
+    autoscaler it has no effect. (Not called outside a Ray driver: the simulator.)
+    """
+    import ray
+
+    if ray.is_initialized():
+        from ray.autoscaler.sdk import request_resources
+
+        request_resources(bundles=bundles)
+
+
+class NodeWait:
+    """Says once what Fluid waits for (or refuses it, when ``refuse``), and asks the autoscaler
+    (``ask``) for the nodes it waits for until they are there."""
+
+    def __init__(self, refuse: bool,
+                 ask: Callable[[list[dict[str, float]]], None] | None = None) -> None:
         self.refuse = refuse
         self.told: list[str] = []  # the lines said, oldest first
         self._keys: set[tuple[str, float]] = set()
         self._gpus: float | None = None  # the cluster's GPUs at the last review
+        self._ask = ask  # None: ask_autoscaler
+        self._asked: dict[tuple[str, float], list[dict[str, float]]] = {}  # wait -> bundles
+
+    def _demand(self, key: tuple[str, float], bundles: list[dict[str, float]]) -> None:
+        if key not in self._asked:
+            self._asked[key] = bundles
+            self._send()
 
     def _say(self, key: tuple[str, float], line: str) -> None:
         if key not in self._keys:
             self._keys.add(key)
             self.told.append(line)
             logger.warning("%s", line)
+
+    def _send(self) -> None:
+        (self._ask or ask_autoscaler)([b for wanted in self._asked.values() for b in wanted])
 
     def check_cluster(self, gpus: float) -> None:
         """A cluster without GPUs: wait for GPU nodes (or refuse)."""
@@ -47,12 +75,20 @@ class NodeWait:
                 "autoscaling cluster, leave wait_for_nodes=True to wait for GPU nodes)")
         self._say(("no GPU", 0.0), "Fluid: waiting for GPU nodes to join: the Ray cluster has "
                   "no GPU yet; trials start as GPUs come")
+        self._demand(("no GPU", 0.0), [{"GPU": 1.0}])
 
     def review(self, book: TrialBook, planner: Planner) -> None:
-        """After the cluster's GPUs changed: say what the trials not started yet wait for."""
+        """After the cluster's GPUs changed: say what the trials not started yet wait for, and
+        withdraw the autoscaler requests the cluster now holds."""
         if planner.gpus == self._gpus:
             return
         self._gpus = planner.gpus
+        held = {k: v for k, v in self._asked.items()
+                if not (k[0] == "no GPU" and planner.gpus > 0)
+                and not (k[0] == "GPUs" and k[1] <= planner.gpus)}
+        if held != self._asked:
+            self._asked = held
+            self._send()
         for rec in book.in_phase(WAITING_TO_START):
             self.check_trial(rec, planner)
 
@@ -62,6 +98,7 @@ class NodeWait:
         asked = rec.w_min or 0.0  # what it must get (a request Fluid may resize: no floor)
         if planner.gpus > 0 and asked > planner.gpus:
             self._too_large(rec, "GPUs", asked, planner.gpus)
+            self._demand(("GPUs", asked), list(planner.shape(rec, asked).bundles))
         need = planner.cpus_needed(rec)
         if planner.cpus is not None and need > planner.cpus + CPU_TOL:
             self._too_large(rec, "CPUs", need, planner.cpus)

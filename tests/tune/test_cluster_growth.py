@@ -37,7 +37,10 @@ def _wait_for(predicate, seconds: float) -> bool:
 
 
 @pytest.mark.slow
-def test_fluid_waits_for_gpu_nodes_and_plans_as_they_join(growing, tmp_path, caplog):
+def test_fluid_waits_for_gpu_nodes_and_plans_as_they_join(growing, tmp_path, caplog,
+                                                           monkeypatch):
+    asked = []  # what Fluid asks Ray's autoscaler for (no autoscaler here: recorded only)
+    monkeypatch.setattr("fluid.tune._waiting.ask_autoscaler", asked.append)
     def two_gpus(config):  # an ordinary trainable asking for 2 GPUs: it gets them
         modeled(config)
 
@@ -71,3 +74,5 @@ def test_fluid_waits_for_gpu_nodes_and_plans_as_they_join(growing, tmp_path, cap
         assert list(out["analysis"].trial_dataframes[trial.trial_id]["gpus"]) == [2.0] * ITERS
     assert [e["gpus"] for e in ex.plan_log if e["kind"] == "cluster"] == [1.0, 3.0]
     assert len(said()) == 2  # one line for each thing waited for
+    # a GPU node while there is none, the trial's shape while too few, nothing once there
+    assert asked == [[{"GPU": 1.0}], [], [{"CPU": 0.1, "GPU": 2.0}], []], asked
