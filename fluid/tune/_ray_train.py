@@ -100,7 +100,9 @@ class RayTrainTrials:
             raise FluidConfigError(
                 f"trial {rec.trial} runs a Ray Train trainer: FluidExecutor needs Ray Train V2 "
                 "(set RAY_TRAIN_V2_ENABLED=1; Ray 2.50 runs Train V1 by default)")
-        fixed = workers.fixed and not self._resize_requests
+        if workers.fixed and self._resize_requests:  # the user lets Fluid size requests
+            workers = WorkerRange()
+        fixed = workers.fixed
         rec.ray_train = True
         rec.elastic = not fixed
         rec.w_max = float(workers.least if fixed else workers.most or 0) or None
