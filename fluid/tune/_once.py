@@ -80,6 +80,16 @@ class Delivered(Callback):
         return self._current[1] if self._current[0] == id(result) else True
 
 
+def _passing(hook: str) -> Any:
+    """A ``Once`` hook that hands its call to the wrapped callback unchanged."""
+
+    def passed(self: Once, **info: Any) -> None:
+        getattr(self.inner, hook)(**info)
+
+    passed.__name__ = hook
+    return passed
+
+
 class Once(Callback):
     """A callback that gets each iteration of a trial once (``Delivered``); every other hook
     and its state are passed through unchanged."""
@@ -93,38 +103,17 @@ class Once(Callback):
             self.inner.on_trial_result(iteration=iteration, trials=trials, trial=trial,
                                        result=result, **info)
 
-    def setup(self, **info: Any) -> None:
-        self.inner.setup(**info)
-
-    def on_step_begin(self, **info: Any) -> None:
-        self.inner.on_step_begin(**info)
-
-    def on_step_end(self, **info: Any) -> None:
-        self.inner.on_step_end(**info)
-
-    def on_trial_start(self, **info: Any) -> None:
-        self.inner.on_trial_start(**info)
-
-    def on_trial_restore(self, **info: Any) -> None:
-        self.inner.on_trial_restore(**info)
-
-    def on_trial_save(self, **info: Any) -> None:
-        self.inner.on_trial_save(**info)
-
-    def on_trial_complete(self, **info: Any) -> None:
-        self.inner.on_trial_complete(**info)
-
-    def on_trial_recover(self, **info: Any) -> None:
-        self.inner.on_trial_recover(**info)
-
-    def on_trial_error(self, **info: Any) -> None:
-        self.inner.on_trial_error(**info)
-
-    def on_checkpoint(self, **info: Any) -> None:
-        self.inner.on_checkpoint(**info)
-
-    def on_experiment_end(self, **info: Any) -> None:
-        self.inner.on_experiment_end(**info)
+    setup = _passing("setup")
+    on_step_begin = _passing("on_step_begin")
+    on_step_end = _passing("on_step_end")
+    on_trial_start = _passing("on_trial_start")
+    on_trial_restore = _passing("on_trial_restore")
+    on_trial_save = _passing("on_trial_save")
+    on_trial_complete = _passing("on_trial_complete")
+    on_trial_recover = _passing("on_trial_recover")
+    on_trial_error = _passing("on_trial_error")
+    on_checkpoint = _passing("on_checkpoint")
+    on_experiment_end = _passing("on_experiment_end")
 
     def get_state(self) -> dict | None:
         return self.inner.get_state()

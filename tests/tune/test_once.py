@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import pyarrow.fs
 from ray.tune import Callback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
 from fluid.tune._once import Delivered, Once, install_once
+from tests.tune.test_history import _fake_trial
 
 
 class Recorder(Callback):
@@ -29,20 +29,19 @@ class Recorder(Callback):
         self.state = state
 
 
-def _trial(tmp_path, checkpoint_iteration=None, owner="t1", last=0):
-    stored = tmp_path / "stored"
-    stored.mkdir(exist_ok=True)
-    checkpoint = result = None
-    if checkpoint_iteration is not None:
-        where = stored if owner == "t1" else tmp_path / "donor"
-        checkpoint = SimpleNamespace(path=str(where / "checkpoint_000001"))
-        result = SimpleNamespace(metrics={"training_iteration": checkpoint_iteration},
-                                 checkpoint=checkpoint)
-    storage = SimpleNamespace(trial_fs_path=str(stored),
-                              storage_filesystem=pyarrow.fs.LocalFileSystem())
-    return SimpleNamespace(trial_id="t1", local_path=str(stored), storage=storage,
-                           latest_checkpoint_result=result,
-                           last_result={"training_iteration": last})
+def _trial(tmp_path, last=0):
+    """``test_history``'s fake trial, starting from scratch."""
+    trial, _, _ = _fake_trial(tmp_path, 0)
+    trial.latest_checkpoint_result, trial.last_result = None, {"training_iteration": last}
+    return trial
+
+
+def _restart(trial, tmp_path, iteration, own=True):
+    """The trial restarts from its own checkpoint of ``iteration`` (or another trial's)."""
+    where = trial.storage.trial_fs_path if own else str(tmp_path / "donor")
+    checkpoint = SimpleNamespace(path=f"{where}/checkpoint_000001")
+    trial.latest_checkpoint_result = SimpleNamespace(
+        metrics={"training_iteration": iteration}, checkpoint=checkpoint)
 
 
 def _feed(delivered, wrapped, trial, iterations):
@@ -58,7 +57,7 @@ def test_a_rerun_iteration_is_passed_on_once(tmp_path):
     trial = _trial(tmp_path)
     delivered.on_trial_start(0, [], trial)
     _feed(delivered, once, trial, [1, 2, 3])
-    trial.latest_checkpoint_result = _trial(tmp_path, 2).latest_checkpoint_result
+    _restart(trial, tmp_path, 2)
     delivered.on_trial_start(0, [], trial)  # restarts from its own iteration 2
     _feed(delivered, once, trial, [3, 4])
     assert inner.seen == [1, 2, 3, 4] and delivered.held_back == 1
@@ -71,14 +70,15 @@ def test_another_trials_checkpoint_continues_from_its_iteration(tmp_path):
     trial = _trial(tmp_path)
     delivered.on_trial_start(0, [], trial)
     _feed(delivered, once, trial, [1, 2, 3, 4])
-    trial.latest_checkpoint_result = _trial(tmp_path, 2, owner="t2").latest_checkpoint_result
+    _restart(trial, tmp_path, 2, own=False)
     delivered.on_trial_start(0, [], trial)
     _feed(delivered, once, trial, [3])
     assert inner.seen == [1, 2, 3, 4, 3]
 
 
 def test_a_restored_driver_starts_from_the_stored_log(tmp_path):
-    trial = _trial(tmp_path, checkpoint_iteration=1, last=2)
+    trial = _trial(tmp_path, last=2)
+    _restart(trial, tmp_path, 1)
     rows = "".join(json.dumps({"training_iteration": i}) + "\n" for i in (1, 2, 3))
     (tmp_path / "stored" / "result.json").write_text(rows + '{"training_it')  # torn last line
     delivered, inner = Delivered(), Recorder()
