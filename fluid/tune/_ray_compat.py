@@ -11,7 +11,10 @@ that Fluid meets is one gate here (``since``), with the release that brought it:
 
 * ``TRAIN_V2_DEFAULT``: Ray Train V2 is the default (before: ``RAY_TRAIN_V2_ENABLED=1``);
 * ``TRAIN_ELASTIC``: Ray Train's ``ScalingConfig(num_workers=(least, most))``;
-* ``SIMULATED_RAY``: the releases whose Tune controller ``fluid.sim`` reproduces.
+* ``SIMULATED_RAY``: the releases whose Tune controller ``fluid.sim`` reproduces;
+* ``SESSION_NAME``: ``RuntimeContext.get_session_name`` (``fluid.gpu.mps`` names its
+  directories after it, else after the head node);
+* ``TUNE_BOHB_CONFIGSPACE_1``: Ray's ``TuneBOHB`` speaks ConfigSpace 1.x (before: 0.x).
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ SUPPORTED_RAY = ">=2.50,<2.61"
 TRAIN_V2_DEFAULT = "2.51"
 #: Ray Train takes ``num_workers=(least, most)`` and resizes its worker group itself.
 TRAIN_ELASTIC = "2.55"
+#: ``ray.get_runtime_context().get_session_name()`` exists.
+SESSION_NAME = "2.54"
+#: Ray's ``TuneBOHB`` builds ConfigSpace 1.x spaces. Before, it needs ConfigSpace 0.x, which
+#: does not load beside numpy 2 (what current pyarrow and pandas need): no TuneBOHB there.
+TUNE_BOHB_CONFIGSPACE_1 = "2.56"
 #: The Tune controllers ``fluid.sim`` reproduces: from 2.57 a model-based searcher wrapped in
 #: a ``ConcurrencyLimiter`` may have that many trials pending (``_get_max_pending_trials``),
 #: before it one.
@@ -331,10 +339,12 @@ __all__ = [
     "BUFFERED_RESULTS_ATTR",
     "PROGRESS_CSV",
     "RESULT_JSON",
+    "SESSION_NAME",
     "SIMULATED_RAY",
     "SUPPORTED_RAY",
     "TRAIN_ELASTIC",
     "TRAIN_V2_DEFAULT",
+    "TUNE_BOHB_CONFIGSPACE_1",
     "StorageContext",
     "_FutureTrainingResult",
     "_TrainingResult",

@@ -10,6 +10,7 @@ cluster or trial is refused instead, with ``FluidConfigError``.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 from fluid.tune._options import FluidConfigError
@@ -34,7 +35,8 @@ def ask_autoscaler(bundles: list[dict[str, float]]) -> None:
     if ray.is_initialized():
         from ray.autoscaler.sdk import request_resources
 
-        request_resources(bundles=bundles)
+        # Whole units: Ray before 2.60 takes only integer amounts here.
+        request_resources(bundles=[{k: math.ceil(v) for k, v in b.items()} for b in bundles])
 
 
 class NodeWait:

@@ -77,7 +77,8 @@ def test_ci_tests_the_oldest_supported_ray():
 def test_each_gate_is_inside_the_range_and_ordered():
     low = compat.SUPPORTED_RAY.split(",")[0].removeprefix(">=")
     assert compat.since(low, "2.50.0") and not compat.since("2.51", "2.50.1")
-    for release in (compat.TRAIN_V2_DEFAULT, compat.TRAIN_ELASTIC):
+    for release in (compat.TRAIN_V2_DEFAULT, compat.TRAIN_ELASTIC, compat.SESSION_NAME,
+                    compat.TUNE_BOHB_CONFIGSPACE_1):
         assert compat.since(release, "2.60.0") and not compat.since(release, low + ".0")
 
 
@@ -93,6 +94,20 @@ def test_train_elastic_gate_matches_rays_scaling_config():
     from ray.train.v2.api.config import ScalingConfig
 
     assert hasattr(ScalingConfig, "elasticity_enabled") is compat.since(compat.TRAIN_ELASTIC)
+
+
+def test_session_name_gate_matches_rays_runtime_context():
+    from ray.runtime_context import RuntimeContext
+
+    assert hasattr(RuntimeContext, "get_session_name") is compat.since(compat.SESSION_NAME)
+
+
+def test_bohb_configspace_gate_matches_rays_tune_bohb():
+    # Ray's TuneBOHB before 2.56 passes ConfigSpace 0.x's `q=` (quantization) argument, which
+    # ConfigSpace 1.x (the one that installs beside numpy 2) refuses.
+    source = (Path(ray.__file__).parent / "tune" / "search" / "bohb" / "bohb_search.py")
+    old_api = "q=quantize" in source.read_text()
+    assert old_api is not compat.since(compat.TUNE_BOHB_CONFIGSPACE_1)
 
 
 def test_simulator_gate_matches_the_controllers_pending_trials():
