@@ -165,8 +165,7 @@ class FluidExecutor(TrialScheduler):
             gpu_memory=gpu_memory, trial_memory=trial_memory, max_outstanding=max_outstanding,
             cpus_per_trial=cpus_per_trial, cpus_per_worker=cpus_per_worker, elastic=elastic,
             default_iteration_time=default_iteration_time, dynamic=dynamic, refine=refine,
-            mps=mps, resize_requests=resize_requests, verbose=verbose,
-            wait_for_nodes=wait_for_nodes,
+            mps=mps, resize_requests=resize_requests, verbose=verbose, wait_for_nodes=wait_for_nodes,
         )
         self._book = TrialBook()
         self.set_base(base_scheduler or FIFOScheduler())
@@ -181,8 +180,8 @@ class FluidExecutor(TrialScheduler):
                                clock=self._clock, cpus_per_trial=cpus_per_trial,
                                cpus_per_worker=cpus_per_worker, exact_limits=profile is None)
         self.report = PlanReport(verbose)
-        self._trains = RayTrainTrials(cpus_per_worker, resize_requests)
-        self._waits = NodeWait(refuse=not wait_for_nodes)
+        self._trains, self._waits = (RayTrainTrials(cpus_per_worker, resize_requests),
+                                     NodeWait(refuse=not wait_for_nodes))
         self._state = StateStore(self._clock)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._checked = False
