@@ -6,9 +6,9 @@ that checkpoints every few iterations or never) runs those iterations again, and
 every callback their results a second time: TensorBoard event files, MLflow runs, W&B charts
 and a user's own callbacks would each show the iteration twice.
 
-``Once`` wraps every such callback of the experiment (at the first trial): a result reaches it
-only when its ``training_iteration`` is past the last one it was given for that trial
-(``Delivered``). What a callback once saw stays as it saw it; the re-run of those iterations is
+``Once`` wraps every such callback of the experiment (at the first trial, in its place in the
+list): a result reaches it only when its ``training_iteration`` is past the last one it was
+given for that trial (``Delivered``, shared by the wrappers). What a callback once saw stays as it saw it; the re-run of those iterations is
 not passed on. Left as they are:
 
 * Tune's JSON and CSV loggers: their files are restored from storage when a trial restarts
@@ -42,20 +42,23 @@ UNGATED = (JsonLoggerCallback, CSVLoggerCallback, ProgressReporter, TrialProgres
            RestartTrim)
 
 
-class Delivered(Callback):
-    """The last iteration of each trial passed on to the wrapped callbacks.
+class Delivered:
+    """The last iteration of each trial passed on to the wrapped callbacks (shared by them).
 
-    It is a callback itself, first in the experiment's list: when a trial starts it learns
-    where the trial restarts from, and it decides on each result before the wrapped callbacks
-    are handed it (``passes``).
+    Not a callback of its own: Tune saves and restores its callbacks' states by their place in
+    the list, so the wrappers take the places of the callbacks they wrap and add none. The
+    first wrapper handed a trial's start or result asks here; the others get the same answer.
     """
 
     def __init__(self) -> None:
         self.last: dict[str, int] = {}
         self.held_back = 0  # results not passed on (repeats)
-        self._current: tuple[int, bool] = (0, True)  # (id of the result, passed on)
+        # The result decided last and whether it was passed on; the result itself is held so
+        # that a new one is never taken for it.
+        self._current: tuple[dict | None, bool] = (None, True)
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def starting(self, trial: Any) -> None:
+        """A trial starts: learn where it restarts from (the same answer for every wrapper)."""
         tid = trial.trial_id
         if compat.restart_iteration(trial) is None:  # another trial's checkpoint (PBT)
             self.last[tid] = compat.checkpoint_iteration(trial)
@@ -63,8 +66,11 @@ class Delivered(Callback):
             restored = int(trial.last_result.get(ITERATION, 0) or 0)
             self.last[tid] = max(restored, last_iteration_stored(trial))
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
-                        **info: Any) -> None:
+    def passes(self, trial: Any, result: dict) -> bool:
+        """Whether the wrapped callbacks get ``result``: its iteration is past the last one
+        they were given for the trial."""
+        if self._current[0] is result:
+            return self._current[1]
         it = result.get(ITERATION)
         passed = it is None or it > self.last.get(trial.trial_id, 0)
         if passed and it is not None:
@@ -73,11 +79,8 @@ class Delivered(Callback):
             self.held_back += 1
             logger.debug("Fluid: %s iteration %d was logged already; not passed on again",
                          trial, it)
-        self._current = (id(result), passed)
-
-    def passes(self, result: dict) -> bool:
-        """Whether the wrapped callbacks get ``result`` (the one this step decided on)."""
-        return self._current[1] if self._current[0] == id(result) else True
+        self._current = (result, passed)
+        return passed
 
 
 def _passing(hook: str) -> Any:
@@ -99,14 +102,17 @@ class Once(Callback):
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
-        if self._delivered.passes(result):
+        if self._delivered.passes(trial, result):
             self.inner.on_trial_result(iteration=iteration, trials=trials, trial=trial,
                                        result=result, **info)
 
     setup = _passing("setup")
     on_step_begin = _passing("on_step_begin")
     on_step_end = _passing("on_step_end")
-    on_trial_start = _passing("on_trial_start")
+    def on_trial_start(self, **info: Any) -> None:
+        self._delivered.starting(info["trial"])
+        self.inner.on_trial_start(**info)
+
     on_trial_restore = _passing("on_trial_restore")
     on_trial_save = _passing("on_trial_save")
     on_trial_complete = _passing("on_trial_complete")
@@ -126,14 +132,13 @@ class Once(Callback):
 
 
 def install_once(controller: Any, own: tuple[type, ...] = ()) -> Delivered | None:
-    """Wrap the experiment's logging callbacks in ``Once`` (``own``: Fluid's callback types,
-    left alone); ``None`` when the controller has no callback list."""
+    """Wrap the experiment's logging callbacks in ``Once``, each in its own place (``own``:
+    Fluid's callback types, left alone); ``None`` when the controller has no callback list."""
     callbacks = compat.callback_list(controller)
     if callbacks is None:
         return None
     delivered = Delivered()
     for i, cb in enumerate(callbacks):
-        if not isinstance(cb, UNGATED + own + (Once, Delivered)):
+        if not isinstance(cb, UNGATED + own + (Once,)):
             callbacks[i] = Once(cb, delivered)
-    callbacks.insert(0, delivered)
     return delivered

@@ -14,13 +14,10 @@ from tests.tune.test_history import _fake_trial
 
 class Recorder(Callback):
     def __init__(self):
-        self.seen, self.starts, self.state = [], 0, None
+        self.seen, self.state = [], None
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self.seen.append(result["training_iteration"])
-
-    def on_trial_start(self, **info):
-        self.starts += 1
 
     def get_state(self):
         return {"seen": list(self.seen)}
@@ -44,36 +41,46 @@ def _restart(trial, tmp_path, iteration, own=True):
         metrics={"training_iteration": iteration}, checkpoint=checkpoint)
 
 
-def _feed(delivered, wrapped, trial, iterations):
+def _feed(wrapped, trial, iterations):
     for it in iterations:
         result = {"training_iteration": it}
-        for cb in (delivered, wrapped):  # Delivered is first in the experiment's list
+        for cb in wrapped:  # each wrapper is handed the same result
             cb.on_trial_result(iteration=0, trials=[], trial=trial, result=result)
 
 
+def _start(wrapped, trial):
+    for cb in wrapped:
+        cb.on_trial_start(iteration=0, trials=[], trial=trial)
+
+
+def _pair():
+    """Two wrapped callbacks sharing one ``Delivered``, as in an experiment."""
+    delivered, first, second = Delivered(), Recorder(), Recorder()
+    return delivered, (first, second), [Once(first, delivered), Once(second, delivered)]
+
+
 def test_a_rerun_iteration_is_passed_on_once(tmp_path):
-    delivered, inner = Delivered(), Recorder()
-    once = Once(inner, delivered)
+    delivered, inner, wrapped = _pair()
     trial = _trial(tmp_path)
-    delivered.on_trial_start(0, [], trial)
-    _feed(delivered, once, trial, [1, 2, 3])
+    _start(wrapped, trial)
+    _feed(wrapped, trial, [1, 2, 3])
     _restart(trial, tmp_path, 2)
-    delivered.on_trial_start(0, [], trial)  # restarts from its own iteration 2
-    _feed(delivered, once, trial, [3, 4])
-    assert inner.seen == [1, 2, 3, 4] and delivered.held_back == 1
+    _start(wrapped, trial)  # restarts from its own iteration 2
+    _feed(wrapped, trial, [3, 4])
+    assert inner[0].seen == inner[1].seen == [1, 2, 3, 4]
+    assert delivered.held_back == 1
 
 
 def test_another_trials_checkpoint_continues_from_its_iteration(tmp_path):
     # PBT's exploit: the trial goes on from the donor's iteration, as under plain Tune.
-    delivered, inner = Delivered(), Recorder()
-    once = Once(inner, delivered)
+    _, inner, wrapped = _pair()
     trial = _trial(tmp_path)
-    delivered.on_trial_start(0, [], trial)
-    _feed(delivered, once, trial, [1, 2, 3, 4])
+    _start(wrapped, trial)
+    _feed(wrapped, trial, [1, 2, 3, 4])
     _restart(trial, tmp_path, 2, own=False)
-    delivered.on_trial_start(0, [], trial)
-    _feed(delivered, once, trial, [3])
-    assert inner.seen == [1, 2, 3, 4, 3]
+    _start(wrapped, trial)
+    _feed(wrapped, trial, [3])
+    assert inner[0].seen == inner[1].seen == [1, 2, 3, 4, 3]
 
 
 def test_a_restored_driver_starts_from_the_stored_log(tmp_path):
@@ -81,18 +88,17 @@ def test_a_restored_driver_starts_from_the_stored_log(tmp_path):
     _restart(trial, tmp_path, 1)
     rows = "".join(json.dumps({"training_iteration": i}) + "\n" for i in (1, 2, 3))
     (tmp_path / "stored" / "result.json").write_text(rows + '{"training_it')  # torn last line
-    delivered, inner = Delivered(), Recorder()
-    once = Once(inner, delivered)
-    delivered.on_trial_start(0, [], trial)
-    _feed(delivered, once, trial, [2, 3, 4])
-    assert inner.seen == [4]
+    _, inner, wrapped = _pair()
+    _start(wrapped, trial)
+    _feed(wrapped, trial, [2, 3, 4])
+    assert inner[0].seen == inner[1].seen == [4]
 
 
 def test_other_hooks_and_state_pass_through():
     delivered, inner = Delivered(), Recorder()
     once = Once(inner, delivered)
-    once.on_trial_start(iteration=0, trials=[], trial=None)
-    assert inner.starts == 1
+    once.on_step_end(iteration=0, trials=[])
+    once.on_trial_complete(iteration=0, trials=[], trial=None)
     inner.seen = [1]
     assert once.get_state() == {"seen": [1]}
     once.set_state({"x": 1})
@@ -108,8 +114,8 @@ def test_install_wraps_loggers_but_not_trimmed_files_or_fluids_own():
     own = Own()
     callbacks = [own, mine, json_log, csv_log]
     controller = SimpleNamespace(_callbacks=SimpleNamespace(_callbacks=callbacks))
-    delivered = install_once(controller, (Own,))
-    assert callbacks[0] is delivered and callbacks[1] is own
-    assert isinstance(callbacks[2], Once) and callbacks[2].inner is mine
-    assert callbacks[3:] == [json_log, csv_log]
+    assert install_once(controller, (Own,)) is not None
+    assert callbacks[0] is own  # each wrapper in its callback's place: Tune's states by index
+    assert isinstance(callbacks[1], Once) and callbacks[1].inner is mine
+    assert callbacks[2:] == [json_log, csv_log]
     assert install_once(SimpleNamespace()) is None
