@@ -42,7 +42,6 @@ from fluid.tune import _ray_compat as compat
 from fluid.tune._base import base_view, eligible
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup
-from fluid.tune._history import install_restart_trim
 from fluid.tune._limits import announce_cap, check_base
 from fluid.tune._once import install_once
 from fluid.tune._options import (
@@ -111,9 +110,8 @@ class FluidExecutor(TrialScheduler):
             for, unless this is ``True``: then Fluid sizes it like any other trial and warns
             once per trial whose shape differs. A trial that asks for no GPU (Tune's default)
             is always sized by Fluid.
-        wait_for_nodes: a cluster without GPUs, or a trial asking for more GPUs or CPUs than the
-            cluster has, waits for nodes to join (an autoscaling cluster), with one line saying
-            what it waits for; ``False`` refuses them with ``FluidConfigError``.
+        wait_for_nodes: a cluster without GPUs, or a trial needing more GPUs or CPUs than it
+            has, waits for nodes to join, saying what for (``False``: ``FluidConfigError``).
         verbose: print one line per plan change (a trial starting packed, on one GPU or as a
             gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
             verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.
@@ -180,8 +178,8 @@ class FluidExecutor(TrialScheduler):
                                clock=self._clock, cpus_per_trial=cpus_per_trial,
                                cpus_per_worker=cpus_per_worker, exact_limits=profile is None)
         self.report = PlanReport(verbose)
-        self._trains, self._waits = (RayTrainTrials(cpus_per_worker, resize_requests),
-                                     NodeWait(refuse=not wait_for_nodes))
+        self._trains, self._waits = RayTrainTrials(cpus_per_worker, resize_requests), NodeWait(
+            refuse=not wait_for_nodes)
         self._state = StateStore(self._clock)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._checked = False
@@ -257,12 +255,10 @@ class FluidExecutor(TrialScheduler):
         self.planner.start(gpus, cpus_of_view(self._resources))
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)
-        # Twice the GPUs by default, as many as there are now (an autoscaling cluster grows).
         bound = self.options.max_outstanding or (lambda: max(2, int(2 * self.planner.gpus)))
         actions.install_outstanding_limit(tc, self.outstanding, bound)
         actions.install_shape_column(controller, self._book, self.mps)
-        install_restart_trim(controller)
-        install_once(controller, (actions.ShapeColumn,))
+        install_once(controller, (actions.ShapeColumn,))  # and RestartTrim for result files
         compat.forgive_failures(controller, self._out_of_gpu_memory)
         if self.mps is not None:
             self.mps.start()
@@ -340,8 +336,7 @@ class FluidExecutor(TrialScheduler):
                 self.planner.plan(startable)
                 # look again next step
                 self.planner.dirty = self.planner.dirty or bool(held) or again
-            rec = self.planner.next_ready(
-                lambda r: self._trains.fits(r, self._book, self._resources))
+            rec = self.planner.next_ready(lambda r: self._trains.fits(r, self._book, self._resources))
             if rec is None:
                 for done in admission.stranded(self._book, compat.controller_of(tune_controller)):
                     logger.warning("Fluid: stopping %s: its scheduler paused it at the end of its "

@@ -33,7 +33,12 @@ from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.progress_reporter import TrialProgressCallback
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._history import ITERATION, RestartTrim, last_iteration_stored
+from fluid.tune._history import (
+    ITERATION,
+    RestartTrim,
+    install_restart_trim,
+    last_iteration_stored,
+)
 
 logger = logging.getLogger("fluid")
 
@@ -132,11 +137,12 @@ class Once(Callback):
 
 
 def install_once(controller: Any, own: tuple[type, ...] = ()) -> Delivered | None:
-    """Wrap the experiment's logging callbacks in ``Once``, each in its own place (``own``:
-    Fluid's callback types, left alone); ``None`` when the controller has no callback list."""
-    callbacks = compat.callback_list(controller)
-    if callbacks is None:
+    """Each iteration once for every logger: ``RestartTrim`` after the result-file loggers,
+    and the other callbacks wrapped in ``Once``, each in its own place (``own``: Fluid's
+    callback types, left alone); ``None`` when the controller has no callback list."""
+    if install_restart_trim(controller) is None:
         return None
+    callbacks = compat.callback_list(controller)
     delivered = Delivered()
     for i, cb in enumerate(callbacks):
         if not isinstance(cb, UNGATED + own + (Once,)):

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from ray.tune import Callback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
+from fluid.tune._history import RestartTrim
 from fluid.tune._once import Delivered, Once, install_once
 from tests.tune.test_history import _fake_trial
 
@@ -117,5 +118,6 @@ def test_install_wraps_loggers_but_not_trimmed_files_or_fluids_own():
     assert install_once(controller, (Own,)) is not None
     assert callbacks[0] is own  # each wrapper in its callback's place: Tune's states by index
     assert isinstance(callbacks[1], Once) and callbacks[1].inner is mine
-    assert callbacks[2:] == [json_log, csv_log]
+    assert callbacks[2:4] == [json_log, csv_log]
+    assert isinstance(callbacks[4], RestartTrim)  # after the result-file loggers
     assert install_once(SimpleNamespace()) is None
