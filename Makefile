@@ -29,7 +29,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 $(OLD_STAMP): pyproject.toml
 	test -x $(OLD_VENV)/bin/python || $(PYTHON) -m venv $(OLD_VENV)

@@ -90,20 +90,20 @@ def time_policy(count: int, gpus: int, repeat: int, seed: int) -> PolicyTiming:
     config = PolicyConfig()
     static_times = []
     for _ in range(repeat):
-        pool = GpuPool(gpus)
+        empty = GpuPool(gpus)
         t0 = time.perf_counter()
-        plan = static_fluid(trials, pool, config)
+        plan = static_fluid(trials, empty, config)
         static_times.append((time.perf_counter() - t0) * 1000)
     started = [a.trial_id for a in plan.started]
     by_id = {t.id: t for t in trials}
     waiting = [(by_id[tid], plan.widths[tid]) for tid in plan.waiting]
     first, running = _first_departure(trials, plan.widths, started)
+    pool = plan.pool.copy()
     pool.release(first)
     dynamic_times, resized = [], 0
     for _ in range(repeat):
-        replan_pool = pool.copy()
         t0 = time.perf_counter()
-        dplan = dynamic_fluid(running, waiting, replan_pool, config)
+        dplan = dynamic_fluid(running, waiting, pool, config)
         dynamic_times.append((time.perf_counter() - t0) * 1000)
         resized = len(dplan.resized)
     return PolicyTiming(

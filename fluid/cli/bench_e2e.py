@@ -142,6 +142,47 @@ def predict_modeled(job: str, t1: list[float], iters: int, gpus: int, start_s: f
     }
 
 
+def _job(job: str, t1: list[float], iters: int, gpus: int, storage: str) -> dict[str, Any]:
+    """One job under both executors, and what the simulator predicts for it."""
+    runs = {}
+    for executor in ("tune", "fluid"):
+        print(f"{job}: {executor} ...", file=sys.stderr, flush=True)
+        runs[executor] = _run(job, executor, t1, iters, storage)
+    plain, restart = runs["tune"], runs["fluid"]["restart_s"]
+    start_s = plain["trial_overhead_s"] if restart is None else restart
+    # The simulator predicts from the first trial start to the last result; each run's own
+    # measured set-up and tear-down (Ray's, not modelled) are added to it.
+    predicted = {ex: t + runs[ex]["setup_s"] + runs[ex]["teardown_s"]
+                 for ex, t in predict_modeled(job, t1, iters, gpus, start_s).items()}
+    trained = {ex: r["makespan"] - r["setup_s"] - r["teardown_s"] for ex, r in runs.items()}
+    return {
+        "tune": runs["tune"], "fluid": runs["fluid"],
+        "speedup": runs["tune"]["makespan"] / runs["fluid"]["makespan"],
+        "speedup_without_setup": trained["tune"] / trained["fluid"],
+        "simulated": predicted,
+        "simulated_speedup": predicted["tune"] / predicted["fluid"],
+        "simulated_restart_s": start_s,
+    }
+
+
+def _print_table(jobs: dict[str, Any], t1: list[float], iters: int, gpus: int) -> None:
+    print(f"{len(t1)} modeled trials x {iters} iterations on {gpus} logical GPUs "
+          f"(alpha {ALPHA}, beta {BETA}); one-GPU iteration times {t1}")
+    print(f"{'job':<10} {'tune s':>8} {'fluid s':>8} {'speedup':>8} {'sim tune':>9} "
+          f"{'sim fluid':>9} {'sim speedup':>11} {'hooks s':>8} {'resizes':>8}")
+    for job, j in jobs.items():
+        print(f"{job:<10} {j['tune']['makespan']:8.1f} {j['fluid']['makespan']:8.1f} "
+              f"{j['speedup']:7.2f}x {j['simulated']['tune']:9.1f} {j['simulated']['fluid']:9.1f} "
+              f"{j['simulated_speedup']:10.2f}x {j['fluid']['hook_seconds']:8.2f} "
+              f"{j['fluid']['resizes']:8d}")
+    grid = jobs["grid"]
+    g, f = grid["tune"], grid["fluid"]
+    print(f"Ray costs given to the simulator (grid job): {grid['simulated_restart_s']:.2f} s per "
+          f"trial (re)start; experiment set-up and tear-down {g['setup_s'] + g['teardown_s']:.1f} s "
+          f"(plain Tune), {f['setup_s'] + f['teardown_s']:.1f} s (Fluid); speedup without them "
+          f"{grid['speedup_without_setup']:.2f}x")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run both jobs under both executors and the simulator; print the figures."""
     import logging
@@ -158,29 +199,8 @@ def run(args: argparse.Namespace) -> int:
     ray.init(address="local", num_cpus=2, num_gpus=gpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING)
     storage = tempfile.mkdtemp(prefix="fluid-bench-e2e-")
-    jobs: dict[str, Any] = {}
     try:
-        for job in ("grid", "hyperband"):
-            runs = {}
-            for executor in ("tune", "fluid"):
-                print(f"{job}: {executor} ...", file=sys.stderr, flush=True)
-                runs[executor] = _run(job, executor, t1, iters, storage)
-            plain, restart = runs["tune"], runs["fluid"]["restart_s"]
-            start_s = plain["trial_overhead_s"] if restart is None else restart
-            # The simulator predicts from the first trial start to the last result; each run's
-            # own measured set-up and tear-down (Ray's, not modelled) are added to it.
-            predicted = {ex: t + runs[ex]["setup_s"] + runs[ex]["teardown_s"]
-                         for ex, t in predict_modeled(job, t1, iters, gpus, start_s).items()}
-            trained = {ex: r["makespan"] - r["setup_s"] - r["teardown_s"]
-                       for ex, r in runs.items()}
-            jobs[job] = {
-                "tune": runs["tune"], "fluid": runs["fluid"],
-                "speedup": runs["tune"]["makespan"] / runs["fluid"]["makespan"],
-                "speedup_without_setup": trained["tune"] / trained["fluid"],
-                "simulated": predicted,
-                "simulated_speedup": predicted["tune"] / predicted["fluid"],
-                "simulated_restart_s": start_s,
-            }
+        jobs = {job: _job(job, t1, iters, gpus, storage) for job in ("grid", "hyperband")}
     finally:
         ray.shutdown()
     grid = jobs["grid"]
@@ -189,20 +209,6 @@ def run(args: argparse.Namespace) -> int:
            "trials": len(t1), "iterations": iters, "gpus": gpus}
     if args.json:
         print_json(out)
-        return 0
-    print(f"{len(t1)} modeled trials x {iters} iterations on {gpus} logical GPUs "
-          f"(alpha {ALPHA}, beta {BETA}); one-GPU iteration times {t1}")
-    print(f"{'job':<10} {'tune s':>8} {'fluid s':>8} {'speedup':>8} {'sim tune':>9} "
-          f"{'sim fluid':>9} {'sim speedup':>11} {'hooks s':>8} {'resizes':>8}")
-    for job, j in jobs.items():
-        print(f"{job:<10} {j['tune']['makespan']:8.1f} {j['fluid']['makespan']:8.1f} "
-              f"{j['speedup']:7.2f}x {j['simulated']['tune']:9.1f} {j['simulated']['fluid']:9.1f} "
-              f"{j['simulated_speedup']:10.2f}x {j['fluid']['hook_seconds']:8.2f} "
-              f"{j['fluid']['resizes']:8d}")
-    g = grid["tune"]
-    f = grid["fluid"]
-    print(f"Ray costs given to the simulator (grid job): {grid['simulated_restart_s']:.2f} s per "
-          f"trial (re)start; experiment set-up and tear-down {g['setup_s'] + g['teardown_s']:.1f} s "
-          f"(plain Tune), {f['setup_s'] + f['teardown_s']:.1f} s (Fluid); speedup without them "
-          f"{grid['speedup_without_setup']:.2f}x")
+    else:
+        _print_table(jobs, t1, iters, gpus)
     return 0

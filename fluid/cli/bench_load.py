@@ -118,31 +118,34 @@ def run(args: argparse.Namespace) -> int:
     finally:
         ray.shutdown()
         shutil.rmtree(storage, ignore_errors=True)
+    fluid_done = sum(t.status == "TERMINATED" for t in fluid.trials)
+    stages = ("start", "after_tune", "after_fluid")
     out = {
-        "trials": args.trials,
-        "gpus": args.gpus,
-        "cpus": args.cpus,
+        "trials": args.trials, "gpus": args.gpus, "cpus": args.cpus,
         "tune": {"wall_clock": plain_s, "completed": plain_done},
-        "fluid": {"wall_clock": fluid_s,
-                  "completed": sum(t.status == "TERMINATED" for t in fluid.trials),
+        "fluid": {"wall_clock": fluid_s, "completed": fluid_done,
                   "hook_seconds": executor.hook_seconds,
                   "hook_ms_per_trial": 1000 * executor.hook_seconds / args.trials,
-                  "vs_tune": fluid_s / plain_s,
-                  "resizes": executor.resizes,
+                  "vs_tune": fluid_s / plain_s, "resizes": executor.resizes,
                   "resizes_per_trial": executor.resizes / args.trials},
-        "driver_peak_rss_mb": dict(zip(("start", "after_tune", "after_fluid"), peak, strict=True)),
-        "driver_rss_mb": dict(zip(("start", "after_tune", "after_fluid"), now, strict=True)),
+        "driver_peak_rss_mb": dict(zip(stages, peak, strict=True)),
+        "driver_rss_mb": dict(zip(stages, now, strict=True)),
     }
     if args.json:
         print_json(out)
-        return 0
-    print(f"{args.trials} zero-work trials on {args.gpus} logical GPUs, {args.cpus} at once")
+    else:
+        _print_figures(out, peak, now)
+    return 0
+
+
+def _print_figures(out: dict[str, Any], peak: list[float], now: list[float]) -> None:
+    plain_s, fluid = out["tune"]["wall_clock"], out["fluid"]
+    print(f"{out['trials']} zero-work trials on {out['gpus']} logical GPUs, {out['cpus']} at once")
     print(f"  plain Tune: {plain_s:8.1f} s  ({out['tune']['completed']} completed)")
-    print(f"  Fluid:      {fluid_s:8.1f} s  ({out['fluid']['completed']} completed), "
-          f"{executor.hook_seconds:.2f} s in Fluid's hooks "
-          f"({out['fluid']['hook_ms_per_trial']:.2f} ms per trial), {executor.resizes} resizes; "
-          f"{fluid_s / plain_s:.2f} x plain Tune's wall clock")
+    print(f"  Fluid:      {fluid['wall_clock']:8.1f} s  ({fluid['completed']} completed), "
+          f"{fluid['hook_seconds']:.2f} s in Fluid's hooks "
+          f"({fluid['hook_ms_per_trial']:.2f} ms per trial), {fluid['resizes']} resizes; "
+          f"{fluid['vs_tune']:.2f} x plain Tune's wall clock")
     for label, mb in (("peak RSS", peak), ("RSS", now)):
         print(f"  driver {label}: {mb[0]:.0f} MB at start, {mb[1]:.0f} MB after plain Tune, "
               f"{mb[2]:.0f} MB after Fluid")
-    return 0

@@ -35,8 +35,8 @@ def target_s(trials: int) -> float | None:
 
 
 def parse_executors(text: str | None) -> list[str]:
-    """``--executors``: comma-separated names of ``fluid.sim.experiment.EXECUTORS``."""
-    from fluid.sim.experiment import EXECUTORS
+    """``--executors``: comma-separated names of ``fluid.sim.results.EXECUTORS``."""
+    from fluid.sim.results import EXECUTORS
 
     if not text:
         return list(EXECUTORS)

@@ -88,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
     from ray import tune
 
     from fluid import FluidExecutor
-    from fluid.tune import describe
 
     _mark_elastic()
 
@@ -123,11 +122,18 @@ def run(args: argparse.Namespace) -> int:
     finally:
         fluid_log.removeHandler(handler)
         ray.shutdown()
-    best = results.get_best_result()
+    _report(results, executor, t0, elapsed, plain_s, args.gpus)
+    return 0
 
+
+def _report(results: Any, executor: Any, t0: float, elapsed: float, plain_s: float,
+            gpus: int) -> None:
+    """Measured against simulated times, the best config, each trial's shapes and the plot."""
     from fluid.cli.bench_e2e import predict_modeled
+    from fluid.tune import describe
 
-    sim = predict_modeled("grid", T1, ITERS, args.gpus, start_s=1.0, alpha=ALPHA, beta=BETA,
+    best = results.get_best_result()
+    sim = predict_modeled("grid", T1, ITERS, gpus, start_s=1.0, alpha=ALPHA, beta=BETA,
                           fluid_options={"alpha": ALPHA, "beta": BETA, "eps": EPS})
     fifo, dyn = sim["tune"], sim["fluid"]
     print()
@@ -148,9 +154,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {readable(tid, executor):<22} " + " -> ".join(steps))
         rows.append({"id": readable(tid, executor), "iterations": ITERS, "metrics": [],
                      "shapes": [[at - t0, w, list(g)] for at, w, g in timeline]})
-    _plot(rows, elapsed, args.gpus)
+    _plot(rows, elapsed, gpus)
     sys.stdout.flush()
-    return 0
 
 
 def _fit(tune: Any, trainable: Any, scheduler: Any) -> tuple[Any, float]:

@@ -3,8 +3,9 @@
 ``fluid plan INSTANCE.json [--json]`` or ``fluid plan --example figure5 [--json]``. Widths and the
 placement at time 0 come from StaticFluid (``static_fluid`` on ``GpuPool(gpus, gpu_memory)``);
 makespans from playing the group out under FIFO, StaticFluid and StaticFluid + DynamicFluid
-(``simulate_group``), with ``lower_bound`` and ``best_found`` (``null`` for groups too large
-to search).
+(``simulate_group``), with ``lower_bound`` (no schedule of the widths the instance allows ends
+sooner) and ``best_found`` (the best list schedule at the policy's widths; ``null`` for groups
+too large to search).
 """
 
 from __future__ import annotations
@@ -75,10 +76,9 @@ class PlanResult:
 def plan_instance(instance: Instance) -> PlanResult:
     """Plan ``instance`` with StaticFluid and play it out under every policy."""
     trials, n, config = instance.trials, instance.gpus, instance.config
-    pool = GpuPool(n, config.gpu_memory)
-    plan = static_fluid(trials, pool, config)
-    placement: dict[int, list[tuple[str, float]]] = {g: [] for g in pool.gpu_ids}
-    placement.update(pool.placement())
+    plan = static_fluid(trials, GpuPool(n, config.gpu_memory), config)
+    placement: dict[int, list[tuple[str, float]]] = {g: [] for g in plan.pool.gpu_ids}
+    placement.update(plan.pool.placement())
     schedules = {p: simulate_group(trials, n, config, p) for p in POLICIES}
     return PlanResult(
         instance=instance,

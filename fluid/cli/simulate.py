@@ -3,15 +3,25 @@
 Three modes:
 
 * ``fluid simulate --algorithm A --workload W --gpus N --seeds K [--json]``: every executor
-  (``tune``, ``resource_changing``, ``fluid_static``, ``fluid``) and the lower bound on seeds
+  (``tune``, ``tune_tuned``, ``resource_changing``, ``fluid_static``, ``fluid_one_gpu``,
+  ``fluid``; ``--baselines`` picks the ones beside ``fluid``) and the lower bound on seeds
   0..K-1 (K = 10 by default); per executor and seed the time to reach the target, the makespan,
-  GPU-seconds and mean GPU utilisation, then medians over seeds and Fluid's speedups.
+  GPU-seconds and mean GPU utilisation, then medians over seeds and Fluid's speedups. The
+  scoreboard (``fluid.sim.baselines``): ``tune_tuned`` is plain Tune as a careful user runs it
+  (``max_concurrent_trials`` = GPUs for a model-based searcher; plain Tune otherwise),
+  ``fluid_one_gpu`` is Fluid with every trial on exactly one GPU; ``fluid_vs_tune``,
+  ``fluid_vs_tune_tuned`` and ``shape_gain`` (Fluid over ``fluid_one_gpu``) say where a gain
+  comes from.
 * ``fluid simulate --replay RESULTS_DIR --gpus N``: replay a finished Ray Tune experiment
   (its ``result.json`` files) under every executor.
 * ``fluid simulate --paper``: the shape of the paper's evaluation with our numbers beside the
   paper's, written into the ``## Simulator`` section of ``docs/benchmarks.md`` (``--out``).
 * ``fluid simulate --validate [--json]``: the simulator's ground truth against published
-  measurements (``fluid.sim.validate``; docs/simulator.md).
+  measurements (``fluid.sim.validate``; docs/simulator.md): ``{"scaling": {"points",
+  "median_abs_rel_error", "by_kind", "strong_one_node"}, "packing": {"points",
+  "median_abs_rel_error", "by_family", "skipped"}, "table2": {...}}``. With
+  ``--references PATH``, only the packing comparison, on the points of any file of the packing
+  schema (``fluid.sim.packing_refs``).
 
 Statistics: a speedup ``A_vs_B`` is, per seed, B's time over A's (time to target; keys ending
 in ``_makespan``: makespan). Over seeds it is the geometric mean of the per-seed ratios, with a
@@ -26,9 +36,16 @@ seed the interval is ``null``. ``--no-profile``: Fluid gets no profile (no ``alp
   (``null``: target not reached), ``makespan``, ``gpu_seconds``, ``gpu_utilization``,
   ``trials``, ``restarts`` (actor starts beyond each trial's first), ``resizes`` (shape changes
   Fluid made; ``null`` for Tune's executors), ``best`` (best metric reached), ...;
-* ``speedup``: ``{"fluid_vs_tune", "fluid_vs_resource_changing", "fluid_static_vs_tune",
-  "resource_changing_vs_tune", "lower_bound_vs_tune", "fluid_vs_tune_makespan", ...}``, each
-  the geometric mean over seeds (``null``: no seed has both values);
+* ``fluid_vs_tune``, ``fluid_vs_tune_tuned``, ``shape_gain``: the scoreboard, each the
+  geometric mean over seeds of per-seed ratios of time to target, with ``<name>_ci95``
+  (``[low, high]``) and ``<name>_per_seed`` (``{seed: ratio}``); the same numbers are under
+  the same names in ``speedup``, ``speedup_ci95`` and ``speedup_per_seed``;
+* ``executors``: the executors run (``results`` has their rows);
+* ``speedup``: ``{"fluid_vs_tune", "fluid_vs_tune_tuned", "shape_gain",
+  "fluid_vs_resource_changing", "fluid_static_vs_tune", "resource_changing_vs_tune",
+  "fluid_one_gpu_vs_tune", "tune_tuned_vs_tune", "lower_bound_vs_tune",
+  "fluid_vs_tune_makespan", ...}``, each the geometric mean over seeds (``null``: no seed has
+  both values, or an executor was not run);
 * ``speedup_ci95``: the same keys, each ``[low, high]`` (``null`` with fewer than two seeds);
 * ``speedup_per_seed``: the same keys, each ``{seed: ratio}``;
 * ``best_metric``: ``{executor: mean over seeds of the best metric reached}``;
@@ -115,7 +132,7 @@ def _fmt(x: float | None, digits: int = 0) -> str:
 def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
     """The human-readable report of a ``Comparison`` (on ``out``, default stdout)."""
     out = out or sys.stdout
-    from fluid.sim.experiment import EXECUTORS, LOWER_BOUND
+    from fluid.sim.results import EXECUTORS, LOWER_BOUND
 
     print(f"{comp.algorithm} on {workload.description}; {comp.gpus} GPUs; target "
           f"{workload.metric} {'>=' if workload.mode == 'max' else '<='} {workload.target:g}",
@@ -150,8 +167,11 @@ def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
     print("\nspeedups, geometric mean over seeds of per-seed ratios [bootstrap 95% interval]:",
           file=out)
     rows = []
-    for key in ("fluid_vs_tune", "fluid_vs_resource_changing", "fluid_static_vs_tune",
-                "resource_changing_vs_tune", "lower_bound_vs_tune"):
+    for key in ("fluid_vs_tune", "fluid_vs_tune_tuned", "shape_gain",
+                "fluid_vs_resource_changing", "fluid_static_vs_tune", "resource_changing_vs_tune",
+                "fluid_one_gpu_vs_tune", "tune_tuned_vs_tune", "lower_bound_vs_tune"):
+        if st["speedup"].get(key) is None and st["speedup"].get(f"{key}_makespan") is None:
+            continue  # an executor that was not run, or no seed with both values
         row = [key]
         for k in (key, f"{key}_makespan"):
             v, ci = st["speedup"].get(k), st["speedup_ci95"].get(k)
@@ -197,6 +217,19 @@ def write_paper(path: str | Path = "docs/benchmarks.md", seeds: int = 10, quick:
     return path
 
 
+def parse_baselines(value: str) -> tuple[str, ...]:
+    """The executors ``--baselines`` names, in the report's order, with ``fluid`` always."""
+    from fluid.sim.results import EXECUTORS
+
+    allowed = [ex for ex in EXECUTORS if ex != "fluid"]
+    names = allowed if value == "all" else [v.strip() for v in value.split(",") if v.strip()]
+    bad = sorted(set(names) - set(allowed))
+    if bad:
+        raise ValueError(f"--baselines: unknown {bad}; allowed: 'all' or a comma-separated "
+                         f"list of {allowed}")
+    return tuple(ex for ex in EXECUTORS if ex in names or ex == "fluid")
+
+
 def run(args: argparse.Namespace) -> int:
     """``fluid simulate``; returns the exit code (2, with one line, on a Ray it cannot mirror)."""
     from fluid.tune._ray_compat import simulator_problem
@@ -210,10 +243,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--gpus must be >= 1, got {args.gpus}")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.references and not args.validate:
+        raise ValueError("--references needs --validate (it names a packing reference file)")
     if args.validate:
         from fluid.sim.validate import render, validate
 
-        result = validate()
+        result = validate(references=args.references)
         if args.json:
             print_json(result)
         else:
@@ -227,22 +262,23 @@ def run(args: argparse.Namespace) -> int:
     from fluid.sim.experiment import compare
 
     gpus = args.gpus or 8
+    executors = parse_baselines(args.baselines)
     if args.replay:
         from fluid.sim.replay import replay
 
-        n_runs = args.seeds * 4
-        bar = Progress(n_runs, not args.no_progress)
+        bar = Progress(args.seeds * len(executors), not args.no_progress)
         comp, workload = replay(args.replay, gpus, metric=args.metric, mode=args.mode,
                                 target=args.target, alpha=args.alpha, beta=args.beta,
-                                seeds=args.seeds, progress=bar, profile=not args.no_profile)
+                                seeds=args.seeds, progress=bar, profile=not args.no_profile,
+                                executors=executors)
         bar.close()
     else:
         if not args.algorithm or not args.workload:
             raise ValueError("give --algorithm and --workload (or --replay DIR, or --paper)")
         workload = _workload(args)
-        bar = Progress(args.seeds * 4, not args.no_progress)
-        comp = compare(args.algorithm, workload, gpus, args.seeds, samples=args.samples,
-                       profile=not args.no_profile, progress=bar)
+        bar = Progress(args.seeds * len(executors), not args.no_progress)
+        comp = compare(args.algorithm, workload, gpus, args.seeds, executors,
+                       samples=args.samples, profile=not args.no_profile, progress=bar)
         bar.close()
     if args.json:
         print_json(comp.to_json())
@@ -266,6 +302,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-profile", action="store_true",
                    help="Fluid without a profile: the FluidExecutor's defaults, as a user who "
                    "never ran `fluid profile`")
+    p.add_argument("--baselines", default="all", metavar="LIST",
+                   help="executors to run beside fluid: 'all' (default) or a comma-separated "
+                   "list of tune, tune_tuned, resource_changing, fluid_static, fluid_one_gpu "
+                   "(the scoreboard needs tune,tune_tuned,fluid_one_gpu)")
     p.add_argument("--samples", type=int, default=None, metavar="N",
                    help="configs the algorithm samples (default by algorithm and GPUs)")
     p.add_argument("--gpu", default="rtx6000", choices=("rtx6000", "a100", "h100"),
@@ -296,5 +336,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--validate", action="store_true",
                    help="the simulator's truth against published measurements (with --json: one "
                         "object)")
+    p.add_argument("--references", metavar="PATH", default=None,
+                   help="with --validate: compare the truth with the points of this packing "
+                        "reference file (the schema of fluid/sim/references/packing.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)

@@ -1,8 +1,11 @@
 """Fluid's policy core: pure, deterministic, numpy only (no Ray, no torch).
 
-The runtime model ``h_i(w)``, the limits ``c`` and ``d``, StaticFluid, DynamicFluid, placement on
+The runtime model ``h_i(w)``, the limits ``c`` and ``d``, StaticFluid, DynamicFluid, the
+time-to-target rules around them (``policy``) with their constants (``Tunables``), placement on
 concrete GPUs, a group-level simulation and bounds. Everything above this layer (the Ray Tune
-adapter, the simulator) calls these functions; nothing here reads a clock or a cluster.
+adapter, the simulator) calls these functions: frozen trials, GPUs and measurements in,
+decisions and the GPUs after them out; nothing here reads a clock or a cluster or changes what
+it is given.
 
 Example:
     >>> from fluid.core import PolicyConfig, TrialSpec, simulate_group
@@ -12,7 +15,7 @@ Example:
     12.0
 """
 
-from fluid.core.bounds import best_found, lower_bound
+from fluid.core.bounds import best_found, lower_bound, policy_lower_bound
 from fluid.core.checks import check_number
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
@@ -31,17 +34,28 @@ from fluid.core.overheads import (
     packing_limit,
     scaling_limit,
 )
+from fluid.core.policy import (
+    LiveTrial,
+    TrialFacts,
+    first_result_due,
+    group_load,
+    is_probe_candidate,
+    may_probe,
+    probe_gangs,
+    replan_due,
+    resize_group,
+    trial_limits,
+    undo_slow_gangs,
+)
 from fluid.core.static import (
     Assignment,
     StaticPlan,
-    grow_alone,
-    hand_out,
     start_in_order,
     start_while_room,
     static_fluid,
     water_fill,
-    widen_shares,
 )
+from fluid.core.tunables import Tunables
 
 __all__ = [
     "C_MAX",
@@ -52,36 +66,46 @@ __all__ = [
     "DynamicPlan",
     "GpuPool",
     "GroupSchedule",
+    "LiveTrial",
     "PolicyConfig",
     "Resize",
     "RunningTrial",
     "Segment",
     "StaticPlan",
+    "TrialFacts",
     "TrialSpec",
+    "Tunables",
     "allowed_widths",
     "best_found",
-    "check_number",
     "c_from_alpha",
+    "check_number",
     "d_from_beta",
     "dynamic_fluid",
+    "first_result_due",
     "fit_alpha",
     "fit_beta",
     "gpus_of",
-    "grow_alone",
-    "hand_out",
+    "group_load",
     "is_packed",
+    "is_probe_candidate",
     "is_safe",
     "lower_bound",
+    "may_probe",
     "packing_limit",
     "plain_time",
     "plan_time",
     "play_fixed",
+    "policy_lower_bound",
+    "probe_gangs",
+    "replan_due",
+    "resize_group",
     "scaling_limit",
     "simulate_group",
     "slowdown",
     "start_in_order",
     "start_while_room",
     "static_fluid",
+    "trial_limits",
+    "undo_slow_gangs",
     "water_fill",
-    "widen_shares",
 ]

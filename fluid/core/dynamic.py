@@ -16,6 +16,8 @@ are handed to the trial that would end last (``hand_out``), which is what turns 
 Figure 5 from 12 s into 10 s. Gangs keep the GPUs they have when they grow or shrink, and
 trials whose width does not change are not touched, so a re-plan moves as few trials as it can.
 
+The pool given is never changed: the plan holds the pool after its decisions.
+
 Example (Figure 5 at t = 4 s: a1 and a2 have left, a3 has 8 s and a4 18 s of one-GPU work):
     >>> from fluid.core.gpus import GpuPool
     >>> pool = GpuPool(5)
@@ -23,8 +25,10 @@ Example (Figure 5 at t = 4 s: a1 and a2 have left, a3 has 8 s and a4 18 s of one
     >>> _ = pool.place("a4", 3.0), pool.place("a3", 1.0)
     >>> plan = dynamic_fluid([RunningTrial(a4, 3.0), RunningTrial(a3, 1.0)], [], pool,
     ...                      PolicyConfig(c=2, d=4))
-    >>> [(r.trial_id, r.old_width, r.new_width) for r in plan.resized]
-    [('a3', 1.0, 2.0)]
+    >>> [(r.trial_id, r.old_width, r.new_width, r.gpus) for r in plan.resized]
+    [('a3', 1.0, 2.0, (3, 4))]
+    >>> pool.where("a3"), plan.pool.where("a3")
+    ((3,), (3, 4))
 """
 
 from __future__ import annotations
@@ -34,15 +38,16 @@ from dataclasses import dataclass, field
 
 from fluid.core.config import PolicyConfig
 from fluid.core.gpus import GpuPool
-from fluid.core.model import WIDTH_TOL, TrialSpec, gpus_of, is_packed
+from fluid.core.model import TrialSpec, gpus_of, is_packed
 from fluid.core.static import (
     Assignment,
-    grow_alone,
-    hand_out,
-    size_started,
-    start_in_order,
+    _grow_alone,
+    _hand_out,
+    _size_started,
+    _start_in_order,
     water_fill,
 )
+from fluid.core.tolerances import WIDTH_TOL
 
 
 @dataclass(frozen=True)
@@ -67,14 +72,22 @@ class Resize:
     gpus: tuple[int, ...]
 
 
-@dataclass
+@dataclass(frozen=True)
 class DynamicPlan:
-    """What DynamicFluid decided: resizes of running trials and starts of waiting ones."""
+    """What DynamicFluid decided: resizes of running trials and starts of waiting ones.
 
+    Attributes:
+        pool: the GPUs after the plan (trials started and resized).
+        resized: running trials to restart at another width (or on other GPUs).
+        started: waiting trials placed now.
+        waiting: trials still waiting, with their planned widths, in start order.
+        target: the water-filling widths ``w'_i`` aimed at (empty when trials still wait).
+    """
+
+    pool: GpuPool
     resized: list[Resize] = field(default_factory=list)
     started: list[Assignment] = field(default_factory=list)
     waiting: list[tuple[TrialSpec, float]] = field(default_factory=list)
-    #: The water-filling widths ``w'_i`` aimed at (empty when trials still wait).
     target: Mapping[str, float] = field(default_factory=dict)
 
 
@@ -90,7 +103,8 @@ def _area_saving(spec: TrialSpec, w: float, w_new: float, eps: float) -> float:
 
 
 def _regrow(spec: TrialSpec, old: float, new: float, pool: GpuPool, config: PolicyConfig) -> bool:
-    """Move a placed trial from width ``old`` to ``new``; False (pool unchanged) if no room."""
+    """Move a placed trial from width ``old`` to ``new`` in ``pool``, the working copy; False
+    (the pool as it was) if there is no room."""
     if not is_packed(old) and not is_packed(new):
         if new < old:
             pool.shrink_gang(spec.id, int(round(new)))
@@ -108,7 +122,7 @@ def dynamic_fluid(
     config: PolicyConfig,
     target: Mapping[str, float] | None = None,
 ) -> DynamicPlan:
-    """Algorithm 2 over a group's running trials; updates ``pool`` in place.
+    """Algorithm 2 over a group's running trials (``pool`` is not changed: see the plan's).
 
     Args:
         running: the group's running trials, placed in ``pool`` at their widths.
@@ -118,34 +132,60 @@ def dynamic_fluid(
         target: ``DynamicPlan.target`` of a call on the same trials and the same pool with
             another ``eps`` (the widths ``w'_i`` do not depend on ``eps``: not computed again).
     """
-    plan = DynamicPlan()
-    plan.started, plan.waiting = start_in_order(waiting, pool, config)
-    if plan.waiting:
-        alone = pool.alone_packed()  # (most re-plans: none, and the running are not visited)
-        if not alone:
-            return plan
-        specs = {spec.id: spec for spec, _ in waiting}
-        grown = grow_alone(
-            [(r.spec, r.width, config.eps) for r in running if r.spec.id in alone and r.resizable]
-            + [(specs[a.trial_id], a.width, 0.0) for a in plan.started if a.trial_id in alone],
-            pool, config)
-        plan.resized = [Resize(r.spec.id, r.width, 1.0, grown[r.spec.id])
-                        for r in running if r.spec.id in grown]
-        plan.started = [Assignment(a.trial_id, 1.0, grown[a.trial_id]) if a.trial_id in grown
-                        else a for a in plan.started]
-        return plan
-    if plan.started:
-        plan.started = size_started(plan.started, {spec.id: spec for spec, _ in waiting},
-                                    pool, config, waits=False)
+    pool = pool.copy()
+    started, still = _start_in_order(waiting, pool, config)
+    if still:
+        return _while_trials_wait(running, waiting, started, still, pool, config)
+    if started:
+        started = _size_started(started, {spec.id: spec for spec, _ in waiting}, pool, config,
+                                waits=False)
     if not running:
-        return plan
-
+        return DynamicPlan(pool, [], started, still)
     # Water-fill over what the group holds plus what is free (slip 2: not the whole cluster).
     n = sum(r.width for r in running) + pool.free_capacity()
     held = pool.placements()
     if target is None:
         target = water_fill([r.spec for r in running], n, config)
-    plan.target = target
+    current, touched = _resize_towards(running, target, pool, config)
+    # A gang shrunk and then grown back by hand_out can end at its old width on other GPUs:
+    # that is a restart too, so report every trial whose GPUs changed, not only its width.
+    # Only trials the pool was asked to move can have (the others kept width and GPUs).
+    resized = []
+    for r in running if touched else ():
+        tid = r.spec.id
+        if tid not in touched:
+            continue
+        gpus = pool.where(tid)
+        if abs(current[tid] - r.width) > WIDTH_TOL or gpus != held.get(tid, ()):
+            resized.append(Resize(tid, r.width, current[tid], gpus))
+    return DynamicPlan(pool, resized, started, still, target)
+
+
+def _while_trials_wait(running: Sequence[RunningTrial], waiting: Sequence[tuple[TrialSpec, float]],
+                       started: list[Assignment], still: list[tuple[TrialSpec, float]],
+                       pool: GpuPool, config: PolicyConfig) -> DynamicPlan:
+    """Trials still wait: no resize but a packed trial alone on its GPU taking the whole of it
+    (``grow_alone``). Changes ``pool``, the working copy."""
+    alone = pool.alone_packed()  # (most re-plans: none, and the running are not visited)
+    if not alone:
+        return DynamicPlan(pool, [], started, still)
+    specs = {spec.id: spec for spec, _ in waiting}
+    grown = _grow_alone(
+        [(r.spec, r.width, config.eps) for r in running if r.spec.id in alone and r.resizable]
+        + [(specs[a.trial_id], a.width, 0.0) for a in started if a.trial_id in alone],
+        pool, config)
+    resized = [Resize(r.spec.id, r.width, 1.0, grown[r.spec.id])
+               for r in running if r.spec.id in grown]
+    started = [Assignment(a.trial_id, 1.0, grown[a.trial_id]) if a.trial_id in grown else a
+               for a in started]
+    return DynamicPlan(pool, resized, started, still)
+
+
+def _resize_towards(running: Sequence[RunningTrial], target: Mapping[str, float],
+                    pool: GpuPool, config: PolicyConfig) -> tuple[dict[str, float], set[str]]:
+    """Apply the widths ``w'_i`` that pay for ``eps``, then hand out the idle GPUs left.
+    Changes ``pool``, the working copy; returns every running trial's width after and the
+    trials the pool was asked to move (the only ones whose GPUs can have changed)."""
     current = {r.spec.id: r.width for r in running}
     changes = [
         r
@@ -163,7 +203,7 @@ def dynamic_fluid(
     shrunk: set[str] = set()
     # Nor may a shrink make the trial the group's new straggler: it would end the group later.
     last_end = max(r.spec.runtime_at(r.width) for r in running) if downs else 0.0
-    touched: set[str] = set()  # trials the pool was asked to move: the only ones that can
+    touched: set[str] = set()
     for r in downs:
         if pool.idle_count() >= need:
             break
@@ -177,7 +217,6 @@ def dynamic_fluid(
         touched.add(r.spec.id)
         if _regrow(r.spec, r.width, target[r.spec.id], pool, config):
             current[r.spec.id] = target[r.spec.id]
-
     # Leftover idle GPUs go to whoever would end last, but never back to a trial just shrunk
     # to make room (that would be a restart for nothing).
     candidates = [
@@ -185,20 +224,7 @@ def dynamic_fluid(
         for r in running
         if r.resizable and r.spec.id not in shrunk
     ]
-    grown = hand_out(candidates, pool, config)
+    grown = _hand_out(candidates, pool, config)
     current.update(grown)
     touched.update(grown)
-    # A gang shrunk and then grown back by hand_out can end at its old width on other GPUs:
-    # that is a restart too, so report every trial whose GPUs changed, not only its width.
-    # Only trials the pool was asked to move can have (the others kept width and GPUs).
-    plan.resized = []
-    if not touched:
-        return plan
-    for r in running:
-        tid = r.spec.id
-        if tid not in touched:
-            continue
-        gpus = pool.where(tid)
-        if abs(current[tid] - r.width) > WIDTH_TOL or gpus != held.get(tid, ()):
-            plan.resized.append(Resize(tid, r.width, current[tid], gpus))
-    return plan
+    return current, touched

@@ -22,7 +22,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from fluid.core.model import WIDTH_TOL, gpus_of, is_packed
+from fluid.core.model import gpus_of, is_packed
+from fluid.core.tolerances import WIDTH_TOL
 
 
 @dataclass

@@ -28,11 +28,9 @@ from fluid.core.dynamic import RunningTrial, dynamic_fluid
 from fluid.core.gpus import GpuPool
 from fluid.core.model import TrialSpec
 from fluid.core.static import Assignment, start_in_order, static_fluid
+from fluid.core.tolerances import WORK_TOL
 
 POLICIES = ("fifo", "static", "dynamic")
-
-# Remaining work below this fraction of a trial's total counts as done (float round-off).
-_DONE_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -88,6 +86,8 @@ def _play(
     waiting: list[tuple[TrialSpec, float]],
     dynamic: bool,
 ) -> GroupSchedule:
+    """The group played out from the trials ``started`` on ``pool`` (which it takes over:
+    departures are released from it)."""
     by_id = {t.id: t for t in trials}
     running: dict[str, _Run] = {}
     segments: list[Segment] = []
@@ -111,7 +111,7 @@ def _play(
             ran = max(0.0, nxt - max(now, r.resume))
             r.remaining -= ran / r.spec.slowdown(r.width)
         now = nxt
-        for r in [r for r in running.values() if r.remaining <= _DONE_TOL * r.spec.runtime]:
+        for r in [r for r in running.values() if r.remaining <= WORK_TOL * r.spec.runtime]:
             close(r)
             pool.release(r.spec.id)
             finish[r.spec.id] = now
@@ -123,9 +123,9 @@ def _play(
                 close(running[z.trial_id])
                 begin(Assignment(z.trial_id, z.new_width, z.gpus), now + config.eps)
             resizes += len(plan.resized)
-            new, waiting = plan.started, plan.waiting
+            new, waiting, pool = plan.started, plan.waiting, plan.pool
         else:
-            new, waiting = start_in_order(waiting, pool, config)
+            new, waiting, pool = start_in_order(waiting, pool, config)
         for a in new:
             begin(a, now)
     if waiting:
@@ -147,8 +147,8 @@ def play_fixed(
     """List-schedule trials at fixed ``widths`` in ``order`` (default: as given), no resizes."""
     by_id = {t.id: t for t in trials}
     order = [t.id for t in trials] if order is None else list(order)
-    pool = GpuPool(n, config.gpu_memory)
-    started, waiting = start_in_order([(by_id[i], widths[i]) for i in order], pool, config)
+    started, waiting, pool = start_in_order([(by_id[i], widths[i]) for i in order],
+                                            GpuPool(n, config.gpu_memory), config)
     placement = pool.placement()
     result = _play(trials, pool, config, started, waiting, dynamic=False)
     result.widths, result.placement = dict(widths), placement
@@ -169,11 +169,10 @@ def simulate_group(
         raise ValueError(f"gpus must be >= 1, got {n}")
     if policy == "fifo":
         return play_fixed(trials, n, config, {t.id: 1.0 for t in trials})
-    pool = GpuPool(n, config.gpu_memory)
-    plan = static_fluid(trials, pool, config)
-    placement = pool.placement()
+    plan = static_fluid(trials, GpuPool(n, config.gpu_memory), config)
+    placement = plan.pool.placement()
     by_id = {t.id: t for t in trials}
     waiting = [(by_id[i], plan.widths[i]) for i in plan.waiting]
-    result = _play(trials, pool, config, plan.started, waiting, dynamic=policy == "dynamic")
+    result = _play(trials, plan.pool, config, plan.started, waiting, dynamic=policy == "dynamic")
     result.widths, result.placement = plan.widths, placement
     return result

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from fluid.core.model import WIDTH_TOL, TrialSpec
+from fluid.core.model import TrialSpec
+from fluid.core.tolerances import TIME_TOL, WIDTH_TOL
 
 
 def plan_time(specs: Mapping[str, TrialSpec], widths: Mapping[str, float],
@@ -44,7 +45,7 @@ def plain_time(specs: Mapping[str, TrialSpec], leaders: Collection[str]) -> floa
 
 def is_safe(specs: Mapping[str, TrialSpec], widths: Mapping[str, float],
             current: Mapping[str, float] | None, leaders: Collection[str], eps: float,
-            tol: float = 1e-6) -> bool:
+            tol: float = TIME_TOL) -> bool:
     """Whether a plan may be applied: the ``leaders`` end no later than they would now
     (``current``, or plain Tune's one GPU each for a group not running yet)."""
     new = plan_time(specs, widths, current, leaders, eps)

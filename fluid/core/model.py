@@ -26,9 +26,7 @@ import math
 from dataclasses import dataclass, replace
 
 from fluid.core.checks import check_number
-
-#: Widths closer than this are the same width (1/3 as a float, sums of shares).
-WIDTH_TOL = 1e-9
+from fluid.core.tolerances import WIDTH_TOL
 
 
 def slowdown(w: float, alpha: float = 1.0, beta: float = 1.0) -> float:

@@ -69,6 +69,47 @@ class WorkerRange:
                          f"got {num_workers!r}")
 
 
+@dataclass(frozen=True)
+class TrainBounds:
+    """The widths Fluid may give a Ray Train trial (its workers, one GPU each).
+
+    ``elastic``: Fluid may size it (a range, or no count given); ``w_min``: the least width
+    (``None``: sized freely from one worker); ``w_max``: the most (``None``: no bound of its
+    own).
+    """
+
+    elastic: bool
+    w_min: float | None
+    w_max: float | None
+
+    @property
+    def asked(self) -> float:
+        """GPUs the trial asked for (its least width, 0 when sized freely)."""
+        return self.w_min or 0.0
+
+
+def train_bounds(workers: WorkerRange, resize_requests: bool = False) -> TrainBounds:
+    """The widths of a trial marked with ``workers``.
+
+    A fixed count is the least and the most width, unless ``resize_requests`` (the user lets
+    Fluid size requests: then it is sized freely, like an unmarked count); a range
+    ``(least, most)`` bounds the widths (a least of one worker is no floor).
+
+    Example:
+        >>> train_bounds(WorkerRange(2, 2))
+        TrainBounds(elastic=False, w_min=2.0, w_max=2.0)
+        >>> train_bounds(WorkerRange(1, 4))
+        TrainBounds(elastic=True, w_min=None, w_max=4.0)
+    """
+    if workers.fixed and resize_requests:
+        workers = WorkerRange()
+    if workers.fixed:
+        return TrainBounds(False, float(workers.least), float(workers.least))
+    least = float(workers.least) if workers.least > 1 else None
+    most = float(workers.most) if workers.most is not None else None
+    return TrainBounds(True, least, most)
+
+
 def driver_bundles(workers: int, cpus_per_trial: float,
                    cpus_per_worker: float) -> list[dict[str, float]]:
     """Tune's bundles of a Ray Train trial with ``workers`` workers (module docstring)."""

@@ -17,12 +17,15 @@ packed trial the group's straggler:
   (``grow_alone``): the rest of that GPU serves none of them.
 Trials are placed in non-increasing order of ``h_i1``; a trial that does not fit waits, and later
 trials that fit still start (list scheduling). Two deliberate departures from the paper's text
-(DESIGN.md "Known slips" 2 and 3):
+(docs/design.md, "The paper's slips" 2 and 3):
 
 * ``n`` is the capacity this group can actually use (idle GPUs and free packed shares), not
   every GPU of the cluster.
 * the floor can leave whole GPUs idle; when nobody waits, they are handed out one at a time to
   the trial that would end last, as long as one more GPU makes it faster (``hand_out``).
+
+The functions here take a ``GpuPool`` and return the pool after their decisions; the pool given
+is never changed (the helpers that place trials work on the copy they are handed).
 
 Example (the paper's Figure 5: 5 GPUs, ``h_1`` = 4, 4, 12, 30 s, c = 2, d = 4):
     >>> from fluid.core.gpus import GpuPool
@@ -30,11 +33,14 @@ Example (the paper's Figure 5: 5 GPUs, ``h_1`` = 4, 4, 12, 30 s, c = 2, d = 4):
     >>> plan = static_fluid(trials, GpuPool(5), PolicyConfig(c=2, d=4))
     >>> plan.widths
     {'a4': 3.0, 'a3': 1.0, 'a1': 0.5, 'a2': 0.5}
+    >>> plan.pool.placement()[4]
+    [('a1', 0.5), ('a2', 0.5)]
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,7 +50,8 @@ import numpy as np
 
 from fluid.core.config import PolicyConfig
 from fluid.core.gpus import GpuPool
-from fluid.core.model import WIDTH_TOL, TrialSpec, is_packed
+from fluid.core.model import TrialSpec, is_packed
+from fluid.core.tolerances import WIDTH_TOL
 
 _RUNTIME = operator.attrgetter("runtime")
 
@@ -58,17 +65,19 @@ class Assignment:
     gpus: tuple[int, ...]
 
 
-@dataclass
+@dataclass(frozen=True)
 class StaticPlan:
     """What StaticFluid decided for a group.
 
     Attributes:
         widths: planned width of every trial of the group (started or waiting).
+        pool: the GPUs after the plan: the started trials placed.
         started: trials placed now, in placement order.
         waiting: trials that did not fit, in the order they should start.
     """
 
     widths: dict[str, float]
+    pool: GpuPool
     started: list[Assignment] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
 
@@ -136,9 +145,9 @@ def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> d
 def _start(
     items: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
 ) -> tuple[list[Assignment], list[int], int]:
-    """``start_in_order`` on ``(trial, width)`` pairs read in order: the started, the indices
-    that waited, and the index from which every trial waits (the pool was full; no pair past
-    it was read), the number of pairs if none."""
+    """``start_in_order`` on ``(trial, width)`` pairs read in order, placing them in ``pool``
+    (a working copy): the started, the indices that waited, and the index from which every
+    trial waits (the pool was full; no pair past it was read), the number of pairs if none."""
     started: list[Assignment] = []
     skipped: list[int] = []
     # Whether a trial fits depends only on the pool and on (width, c, memory), and the pool
@@ -160,26 +169,42 @@ def _start(
     return started, skipped, k + 1
 
 
-def start_in_order(
+def _start_in_order(
     queue: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
 ) -> tuple[list[Assignment], list[tuple[TrialSpec, float]]]:
-    """List scheduling: place each ``(trial, width)`` that fits, in order; the rest wait.
-
-    Updates ``pool`` in place. Returns the started assignments and the still-waiting queue.
-    """
+    """``start_in_order`` placing the trials in ``pool`` itself (a working copy)."""
     items = list(queue)
     started, skipped, rest = _start(items, pool, config)
     return started, [items[k] for k in skipped] + items[rest:]
 
 
+def start_in_order(
+    queue: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
+) -> tuple[list[Assignment], list[tuple[TrialSpec, float]], GpuPool]:
+    """List scheduling: place each ``(trial, width)`` that fits, in order; the rest wait.
+
+    Returns the started assignments, the still-waiting queue and the pool with the started
+    trials placed (``pool`` itself when none started; it is never changed).
+    """
+    work = pool.copy()
+    started, waiting = _start_in_order(queue, work, config)
+    return started, waiting, work if started else pool
+
+
 def start_while_room(
     queue: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
-) -> tuple[list[Assignment], int]:
+) -> tuple[list[Assignment], int, GpuPool]:
     """``start_in_order``'s started trials, reading ``queue`` lazily: only as far as the pool
     has room (a long queue on a full cluster is not even built). Also returns how many pairs
-    were considered (placed or left waiting); every pair after them waits, in order."""
-    started, _, read = _start(queue, pool, config)
-    return started, read
+    were considered (placed or left waiting; every pair after them waits, in order) and the
+    pool with the started trials placed (``pool`` itself when none started)."""
+    items = iter(queue)
+    first = next(items, None)
+    if first is None or pool.is_full():
+        return [], 0, pool  # nothing to place, or no room for anything: no copy to make
+    work = pool.copy()
+    started, _, read = _start(itertools.chain([first], items), work, config)
+    return started, read, work if started else pool
 
 
 def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whole: int,
@@ -218,7 +243,7 @@ def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whol
     return None
 
 
-def hand_out(
+def _hand_out(
     candidates: Sequence[tuple[TrialSpec, float, float]],
     pool: GpuPool,
     config: PolicyConfig,
@@ -283,7 +308,7 @@ def hand_out(
     return grown
 
 
-def widen_shares(packed: Sequence[TrialSpec], pool: GpuPool) -> dict[str, float]:
+def _widen_shares(packed: Sequence[TrialSpec], pool: GpuPool) -> dict[str, float]:
     """Give the unused share of each packed GPU to the trials on it that pay for packing.
 
     A trial with ``alpha_i > 1`` runs faster on a wider share ``1/k``; the share a GPU's
@@ -305,7 +330,7 @@ def widen_shares(packed: Sequence[TrialSpec], pool: GpuPool) -> dict[str, float]
     return wider
 
 
-def grow_alone(candidates: Sequence[tuple[TrialSpec, float, float]], pool: GpuPool,
+def _grow_alone(candidates: Sequence[tuple[TrialSpec, float, float]], pool: GpuPool,
                 config: PolicyConfig) -> dict[str, tuple[int, ...]]:
     """While trials wait that fit nowhere, a packed trial alone on its GPU takes the whole of it
     where that pays for its resize cost: the rest of its GPU serves none of them
@@ -324,7 +349,7 @@ def grow_alone(candidates: Sequence[tuple[TrialSpec, float, float]], pool: GpuPo
     return grown
 
 
-def size_started(started: list[Assignment], specs: Mapping[str, TrialSpec], pool: GpuPool,
+def _size_started(started: list[Assignment], specs: Mapping[str, TrialSpec], pool: GpuPool,
                  config: PolicyConfig, waits: bool) -> list[Assignment]:
     """The trials just placed, fitted to what their placement left (nothing to restart yet).
 
@@ -336,28 +361,30 @@ def size_started(started: list[Assignment], specs: Mapping[str, TrialSpec], pool
     widths = {a.trial_id: a.width for a in started}
     placed = [(specs[a.trial_id], a.width, 0.0) for a in started]
     if waits:
-        widths.update(dict.fromkeys(grow_alone(placed, pool, config), 1.0))
+        widths.update(dict.fromkeys(_grow_alone(placed, pool, config), 1.0))
     else:
-        widths.update(hand_out(placed, pool, config))
-    widths.update(widen_shares([specs[t] for t, w in widths.items() if is_packed(w)], pool))
+        widths.update(_hand_out(placed, pool, config))
+    widths.update(_widen_shares([specs[t] for t, w in widths.items() if is_packed(w)], pool))
     return [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
 
 
 def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfig) -> StaticPlan:
-    """Algorithm 1 on the GPUs of ``pool`` that are free; updates ``pool`` in place."""
+    """Algorithm 1 on the GPUs of ``pool`` that are free (``pool`` is not changed: the plan
+    holds the pool after it)."""
     ids = [t.id for t in trials]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate trial ids: {dup}")
     if not trials:
-        return StaticPlan(widths={})
+        return StaticPlan(widths={}, pool=pool)
     order, fill = _water_fill(trials, pool.free_capacity(), config)
+    pool = pool.copy()
     ids = [t.id for t in order]
     widths = dict(zip(ids, fill, strict=True))
     started, skipped, rest = _start(zip(order, fill, strict=True), pool, config)
     specs = {t.id: t for t in order[:rest]}  # every trial started (none after ``rest`` did)
-    started = size_started(started, specs, pool, config,
+    started = _size_started(started, specs, pool, config,
                            waits=bool(skipped) or rest < len(order))
     widths.update((a.trial_id, a.width) for a in started)
     waiting = [ids[k] for k in skipped] + ids[rest:]
-    return StaticPlan(widths=widths, started=started, waiting=waiting)
+    return StaticPlan(widths=widths, pool=pool, started=started, waiting=waiting)

@@ -21,17 +21,14 @@ without image analysis (:func:`png_text` reads them back and checks the file is 
 
 from fluid.report._plots import (
     Plot,
-    ReportError,
     gpu_use,
-    load_runs,
     plot_best_metric,
     plot_gpu_use,
     plot_shapes,
     plot_utilization,
-    png_text,
-    run_labels,
     write_report,
 )
+from fluid.report._runs import ReportError, load_runs, png_text, run_labels
 from fluid.report._tune import is_tune_experiment, load_tune_experiment
 
 __all__ = [

@@ -25,7 +25,7 @@ import pickletools
 from pathlib import Path
 from typing import Any
 
-from fluid.report._plots import ReportError
+from fluid.report._runs import ReportError
 
 RESULT_FILE = "result.json"
 STATE_GLOB = "experiment_state-*.json"
@@ -146,6 +146,40 @@ def _row_times(segment: list[dict[str, Any]]) -> list[float] | None:
     return [start + float(row["time_since_restore"]) for row in segment]
 
 
+def _fluid_trials(root: Path) -> dict[str, Any]:
+    """FluidExecutor's saved measurements by trial id (``fluid_state.json``; none: ``{}``)."""
+    if not (root / FLUID_STATE).is_file():
+        return {}
+    try:
+        return json.loads((root / FLUID_STATE).read_text()).get("trials", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _timeline(file: Path, rows: list[dict[str, Any]], metric: str,
+              ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """A trial's metric at each result and its shapes (``fluid_gpus``; none under plain Tune),
+    from its result rows, restart by restart."""
+    metrics: list[dict[str, Any]] = []
+    shapes: list[list[Any]] = []
+    for segment in _segments(rows):
+        times = _row_times(segment)
+        if times is None:
+            raise ReportError(f"{file}: result rows without timestamp/time_since_restore; "
+                              "is it a Ray Tune result file?")
+        start = times[0] - float(segment[0].get("time_this_iter_s") or 0.0)
+        for row, t in zip(segment, times, strict=True):
+            width = _float(row.get("fluid_gpus"))
+            if width is not None and (not shapes or shapes[-1][1] != width):
+                shapes.append([start if row is segment[0] else t - float(
+                    row.get("time_this_iter_s") or 0.0), width, []])
+            metrics.append({"t": t, "training_iteration": row.get("training_iteration"),
+                            metric: _float(row.get(metric))})
+        if shapes and shapes[-1][1] is not None:
+            shapes.append([times[-1], None, []])
+    return metrics, shapes
+
+
 def load_tune_experiment(
     path: str | Path, metric: str | None = None, mode: str | None = None
 ) -> dict[str, Any]:
@@ -169,12 +203,7 @@ def load_tune_experiment(
             f"{path}: the experiment records no {'metric' if not metric else 'mode'}; "
             "give --metric NAME and --mode max|min")
     trial_states = _trial_states(state)
-    fluid_state: dict[str, Any] = {}
-    if (root / FLUID_STATE).is_file():
-        try:
-            fluid_state = json.loads((root / FLUID_STATE).read_text()).get("trials", {})
-        except (OSError, ValueError, AttributeError):
-            fluid_state = {}
+    fluid_state = _fluid_trials(root)
     t0 = _float((state.get("stats") or {}).get("start_time"))
     trials, points, fluid = [], [], False
     for file in sorted(root.glob(f"*/{RESULT_FILE}")):
@@ -182,27 +211,9 @@ def load_tune_experiment(
         if not rows:
             continue
         info = trial_states.get(file.parent.name, {})
-        metrics, shapes = [], []
-        for segment in _segments(rows):
-            times = _row_times(segment)
-            if times is None:
-                raise ReportError(f"{file}: result rows without timestamp/time_since_restore; "
-                                  "is it a Ray Tune result file?")
-            start = times[0] - float(segment[0].get("time_this_iter_s") or 0.0)
-            for row, t in zip(segment, times, strict=True):
-                width = _float(row.get("fluid_gpus"))
-                if width is not None:
-                    fluid = True
-                    if not shapes or shapes[-1][1] != width:
-                        shapes.append([start if row is segment[0] else t - float(
-                            row.get("time_this_iter_s") or 0.0), width, []])
-                value = _float(row.get(metric))
-                metrics.append({"t": t, "training_iteration": row.get("training_iteration"),
-                                metric: value})
-                if value is not None:
-                    points.append((t, value))
-            if shapes and shapes[-1][1] is not None:
-                shapes.append([times[-1], None, []])
+        metrics, shapes = _timeline(file, rows, metric)
+        fluid = fluid or bool(shapes)
+        points += [(m["t"], m[metric]) for m in metrics if m[metric] is not None]
         tid = str(rows[-1].get("trial_id") or info.get("trial_id") or file.parent.name)
         trials.append({
             "id": tid, "config": rows[-1].get("config", {}),

@@ -25,10 +25,8 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
     trains to the end; the paper found PBT gains little) and every other shape changes what
     PBT decides: members reach their perturbations in another order, PBT pauses more of them
     for their turn while another waits to restart, they exploit other donors, and the run
-    reaches its target later (simulated, 8 GPUs: 0.41x of plain Tune on cifar10 with the
-    population synchronous and sized by Fluid). So Fluid runs PBT as plain Tune does
-    (``fluid simulate --algorithm pbt``: the same times to target, best metrics and restarts
-    on every seed; docs/benchmarks.md).
+    reaches its target later. So Fluid runs PBT as plain Tune does (``fluid simulate
+    --algorithm pbt`` shows the same times to target, best metrics and restarts on every seed).
     """
 
     def _declare(self, trial: Trial, result: dict | None = None) -> None:

@@ -18,10 +18,6 @@ from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster
 from fluid.sim.controller import RestartCosts, RunStats, SimController, SimulationStalled
 from fluid.sim.experiment import (
-    EXECUTORS,
-    LOWER_BOUND,
-    Comparison,
-    RunResult,
     build_executor,
     build_scheduler,
     build_search,
@@ -29,6 +25,7 @@ from fluid.sim.experiment import (
     run_experiment,
 )
 from fluid.sim.replay import read_results, replay
+from fluid.sim.results import EXECUTORS, LOWER_BOUND, Comparison, RunResult
 from fluid.sim.workloads import WORKLOADS, Hardware, TrialModel, Workload, get_workload
 
 __all__ = [

@@ -1,102 +1,281 @@
-"""The fake actor and resource layer of ``SimController``: actor requests, placement on the
-simulated cluster (``SimCluster``) and the per-actor task queue, in the order and with the limits
-of ``TuneController``'s actor manager (Ray 2.60; see ``fluid.sim.controller``).
+"""The fake actor layer of ``SimController``: actor requests, placement on the simulated cluster
+(``SimCluster``) in the order and with the limits of ``TuneController``'s actor manager (Ray
+2.60; see ``fluid.sim.controller``), and what each actor does, one task at a time: start, train
+an iteration (the ground truth's time at its width, with the trials sharing its GPU, with
+seeded noise), save, restore.
 
-A mixin of ``SimController``: it uses the controller's trial sets, cluster, clock and events.
+A trial's training state (its learning-curve state and iteration) lives in its checkpoints, so
+a resize restores exactly what was saved and PBT's exploit copies the state of the trial it
+clones.
 """
 
 from __future__ import annotations
 
-import heapq
+import copy
+import os
+import tempfile
+from typing import Any
 
+import numpy as np
+from ray.train import Checkpoint
 from ray.tune.experiment import Trial
 
-from fluid.sim._state import START, SimActor
-from fluid.sim.cluster import pgf_width
+from fluid.sim._state import (
+    RESTORED,
+    RESULT,
+    SAVED,
+    START,
+    EventQueue,
+    SimActor,
+    SimSaveFuture,
+    SimTrials,
+    SimTrialState,
+    _TrainingResult,
+)
+from fluid.sim.cluster import SimCluster, pgf_width
+from fluid.sim.costs import RestartCosts
+from fluid.sim.truth import fits_memory, iteration_time
+from fluid.sim.workloads.base import TrialModel, Workload
 
 
 class SimActors:
-    """Actors of trials: requested, placed when their shape fits, one task at a time."""
+    """Actors of trials and the training they simulate.
 
-    def _maybe_add_actors(self) -> bool:
+    Args:
+        trials: the trials by status (an actor's trial is set PENDING when requested).
+        cluster: where actors are placed.
+        events: where each task's end is scheduled.
+        workload: iteration times, memory and learning curves of each configuration.
+        costs: what starting, saving and restoring an actor take.
+        seed: seeds the iteration-time and validation noise (per trial, by creation order).
+        time_noise: relative standard deviation of an iteration's time.
+        max_pending: most actors waiting for resources at once.
+    """
+
+    def __init__(self, trials: SimTrials, cluster: SimCluster, events: EventQueue,
+                 workload: Workload, costs: RestartCosts, seed: int, time_noise: float,
+                 max_pending: int) -> None:
+        self._trials, self.cluster, self._events = trials, cluster, events
+        self.workload, self.costs = workload, costs
+        self.seed, self.time_noise, self.max_pending = seed, time_noise, max_pending
+        self.by_trial: dict[Trial, SimActor] = {}
+        self._waiting: list[Trial] = []  # actors requested, resources not placed yet
+        self._staged: dict[Trial, None] = {}
+        self._placement_dirty = False
+        self._tokens = 0
+        self.sim: dict[Trial, SimTrialState] = {}
+        self._models_by_id: dict[str, TrialModel] = {}
+        self._durations: dict[Trial, tuple[float, float]] = {}  # (seconds, one-GPU seconds)
+        self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
+        self._ckpts = 0
+        self._tmp = tempfile.mkdtemp(prefix="fluid_sim_")
+
+    @property
+    def waiting(self) -> list[Trial]:
+        """Trials whose actors wait for resources, in request order."""
+        return self._waiting
+
+    def track(self, trial: Trial) -> None:
+        """Start the simulated state of a trial just added (its noise seeded by its order)."""
+        sim = SimTrialState(len(self.sim))
+        sim.rng = np.random.default_rng([self.seed, sim.index])
+        self.sim[trial] = sim
+
+    # ------------------------------------------------------------------ requests, placement
+    def add_actors(self, chosen: Trial | None) -> bool:
+        """``TuneController._maybe_add_actors``: an actor for the trial the scheduler chose,
+        then for every PENDING trial in FIFO order, at most ``max_pending`` waiting."""
         worked = False
-        trial_to_run = self._scheduler_alg.choose_trial_to_run(self)
-        if trial_to_run and trial_to_run not in self._staged and trial_to_run not in self._actors:
-            self._set_trial_status(trial_to_run, Trial.PENDING)
-            self._staged[trial_to_run] = None
-            self._schedule_trial_actor(trial_to_run)
+        if chosen and chosen not in self._staged and chosen not in self.by_trial:
+            self._trials.set_status(chosen, Trial.PENDING)
+            self._staged[chosen] = None
+            self._request(chosen)
             worked = True
-        candidates, keep = self._pending_trials_list, []
+        candidates, keep = self._trials.pending, []
         while candidates:
-            if len(self._waiting_actors) >= self._max_pending_trials:
+            if len(self._waiting) >= self.max_pending:
                 break
             trial = candidates.pop(0)
-            if trial not in self._status[Trial.PENDING]:
+            if trial not in self._trials.by_status[Trial.PENDING]:
                 continue
-            if trial in self._actors:
+            if trial in self.by_trial:
                 keep.append(trial)
                 continue
             if trial in self._staged:
                 continue
             self._staged[trial] = None
-            self._schedule_trial_actor(trial)
+            self._request(trial)
             worked = True
-        self._pending_trials_list = keep + candidates
+        self._trials.pending = keep + candidates
         return worked
 
-    def _schedule_trial_actor(self, trial: Trial) -> None:
+    def _request(self, trial: Trial) -> None:
         assert trial.status == Trial.PENDING
         self._tokens += 1
         pgf = trial.placement_group_factory
-        self._actors[trial] = SimActor(self._tokens, pgf, pgf_width(pgf))
-        self._waiting_actors.append(trial)
+        self.by_trial[trial] = SimActor(self._tokens, pgf, pgf_width(pgf))
+        self._waiting.append(trial)
         self._placement_dirty = True
 
-    def _try_start_actors(self) -> bool:
-        # Only when something changed: an actor was requested or GPUs were released.
+    def place_waiting(self) -> bool:
+        """The resource manager: place waiting actors whose shape fits, in request order, and
+        schedule their start. Only when something changed (a request, GPUs released)."""
         if not self._placement_dirty:
             return False
         self._placement_dirty = False
         worked, still = False, []
         failed: set[float] = set()  # shapes that did not fit in this pass
-        for trial in self._waiting_actors:
-            actor = self._actors.get(trial)
+        for trial in self._waiting:
+            actor = self.by_trial.get(trial)
             if actor is None or actor.width is not None:
                 continue
-            sim = self._sim[trial]
-            self._model(trial)  # known before placement: co-runners look it up
+            self.model(trial)  # known before placement: co-runners look it up
             width = None
             if actor.asked not in failed and (actor.asked <= 0 or self.cluster.pool.has_free()):
-                # Ray does not check GPU memory: an overfull GPU fails at start (_actor_started)
+                # Ray does not check GPU memory: an overfull GPU fails at start (``started``)
                 width = self.cluster.place(trial.trial_id, actor.pgf)
             if width is None:
                 failed.add(actor.asked)
                 still.append(trial)
                 continue
             actor.width = width
-            sim.starts += 1
-            self._push(self.clock() + self.costs.start(width), START, trial, actor.token)
+            self.sim[trial].starts += 1
+            self._events.push(self._events.clock() + self.costs.start(width), START, trial,
+                              actor.token)
             worked = True
-        self._waiting_actors = still
+        self._waiting = still
         return worked
 
-    def _remove_actor(self, trial: Trial) -> None:
-        actor = self._actors.pop(trial, None)
+    def remove(self, trial: Trial) -> None:
+        """The trial's actor stops: its resources are free again."""
+        actor = self.by_trial.pop(trial, None)
         if actor is None:
             return
-        if trial in self._waiting_actors:
-            self._waiting_actors.remove(trial)
+        if trial in self._waiting:
+            self._waiting.remove(trial)
         self._staged.pop(trial, None)
         self.cluster.release(trial.trial_id)
         self._placement_dirty = True
 
-    def _push(self, time: float, kind: str, trial: Trial, token: int) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (time, self._seq, kind, trial, token))
+    def ended(self, trial: Trial) -> None:
+        """The trial was stopped (completed, failed or removed) now."""
+        self.sim[trial].end = self._events.clock()
+
+    def current(self, trial: Trial, token: int) -> bool:
+        """Whether an event of actor ``token`` still belongs to the trial's actor."""
+        actor = self.by_trial.get(trial)
+        return actor is not None and actor.token == token
 
     def _task_at(self, trial: Trial, duration: float) -> float:
         """When a task of ``duration`` queued on the trial's actor now completes."""
-        actor = self._actors[trial]
-        end = max(self.clock(), actor.busy_until) + duration
+        actor = self.by_trial[trial]
+        end = max(self._events.clock(), actor.busy_until) + duration
         actor.busy_until = end
         return end
+
+    # ------------------------------------------------------------------ what actors do
+    def model(self, trial: Trial) -> TrialModel:
+        """The trial's workload model (its configuration's; PBT may change the configuration)."""
+        sim = self.sim[trial]
+        # Keyed by content: an id() key could match a new config (PBT) at a freed address.
+        if sim.model is None or sim.config_key != trial.config:
+            sim.model = self.workload.trial_model(trial.config)
+            sim.curve = self.workload.curve(trial.config)
+            sim.config_key = copy.deepcopy(trial.config)
+            self._models_by_id[trial.trial_id] = sim.model
+        return sim.model
+
+    def _peers(self, trial: Trial) -> list[TrialModel]:
+        """Models of the other trials on the trial's GPU (packed trials only)."""
+        ids = self.cluster.pool.neighbours(trial.trial_id)
+        return [self._models_by_id[t] for t in ids if t in self._models_by_id]
+
+    def started(self, trial: Trial) -> bool:
+        """The actor is up; whether the trial fits its GPU's memory (else it fails, CUDA out
+        of memory: Ray does not check GPU memory for fractional GPUs)."""
+        actor = self.by_trial[trial]
+        actor.started = True
+        actor.busy_until = self._events.clock()
+        self._staged.pop(trial, None)
+        if actor.width is None or actor.width >= 1:
+            return True
+        memories = [m.memory_gb for m in (self.model(trial), *self._peers(trial))]
+        return fits_memory(memories, self.cluster.pool.memory)
+
+    def restore_or_begin(self, trial: Trial) -> None:
+        """Restore the latest checkpoint (``RESTORED`` when done), else train from scratch."""
+        checkpoint_result = trial.latest_checkpoint_result
+        if checkpoint_result:
+            trial.temporary_state.restoring_from = checkpoint_result
+            end = self._task_at(trial, self.costs.restore(self.model(trial)))
+            self._events.push(end, RESTORED, trial, self.by_trial[trial].token)
+            return
+        sim = self.sim[trial]
+        sim.state, sim.iteration, sim.train_time, sim.work_time = None, 0, 0.0, 0.0
+        self.train(trial)
+
+    def restored(self, trial: Trial) -> None:
+        """The restore finished: the trial's state is its checkpoint's."""
+        checkpoint = trial.temporary_state.restoring_from.checkpoint
+        trial.on_restore()
+        sim = self.sim[trial]
+        saved = self._ckpt_state.get(checkpoint.path) if checkpoint is not None else None
+        if saved is not None:
+            sim.state, sim.iteration, sim.train_time, sim.work_time = saved
+
+    def train(self, trial: Trial) -> None:
+        """Train one iteration (``RESULT`` when done)."""
+        sim, actor = self.sim[trial], self.by_trial[trial]
+        model = self.model(trial)
+        width = actor.width or 1.0
+        peers = [m.truth for m in self._peers(trial)] if width < 1 else []
+        timing = iteration_time(model.truth, width, peers)
+        noise = 1.0
+        if self.time_noise > 0:
+            noise = float(np.exp(sim.rng.normal(0.0, self.time_noise)))
+        duration = timing.seconds * noise
+        self._durations[trial] = (duration, model.iteration_time * noise)
+        self.cluster.set_active(trial.trial_id, timing.busy)
+        if sim.first_start is None:
+            sim.first_start = max(self._events.clock(), actor.busy_until)
+        self._events.push(self._task_at(trial, duration), RESULT, trial, actor.token)
+
+    def result(self, trial: Trial, metric: str) -> tuple[dict[str, Any], float]:
+        """The iteration just trained: its result (``metric`` its validation value, with the
+        curve's noise) and that value."""
+        sim, actor = self.sim[trial], self.by_trial[trial]
+        model = self.model(trial)
+        curve = sim.curve
+        if sim.state is None:
+            sim.state = curve.initial
+        sim.state = curve.step(sim.state)
+        sim.iteration += 1
+        dt, solo = self._durations.pop(trial)
+        sim.train_time += dt
+        sim.work_time += solo
+        value = curve.value(sim.state)
+        if curve.noise:
+            value *= 1.0 + float(sim.rng.normal(0.0, curve.noise))
+        result = {
+            "training_iteration": sim.iteration,
+            metric: value,
+            "time_this_iter_s": dt,
+            "time_total_s": sim.train_time,
+            "done": False,
+            "fluid_peak_gpu_memory": model.memory_gb * 2**30,
+            "fluid_width": actor.width or 1.0,
+        }
+        return result, value
+
+    def save(self, trial: Trial, result: dict) -> SimSaveFuture:
+        """Save the trial's state in a new checkpoint (``SAVED`` when done)."""
+        self._ckpts += 1
+        checkpoint = Checkpoint(os.path.join(self._tmp, f"{trial.trial_id}_ckpt{self._ckpts}"))
+        sim = self.sim[trial]
+        self._ckpt_state[checkpoint.path] = (sim.state, sim.iteration, sim.train_time,
+                                             sim.work_time)
+        future = SimSaveFuture(_TrainingResult(checkpoint=checkpoint, metrics=dict(result)))
+        self.cluster.set_active(trial.trial_id, 0.0)
+        end = self._task_at(trial, self.costs.save(self.model(trial)))
+        self._events.push(end, SAVED, trial, self.by_trial[trial].token)
+        return future

@@ -8,27 +8,44 @@ Ray's actor manager and writes experiment state; driving it from a fake actor la
 the order in which the simulator's events are handled (and so every simulated number) and tie
 the simulator to Ray's private execution classes. The copy is kept to these few methods, each
 named after the one it mirrors; a Ray upgrade is checked against them.
-
-A mixin of ``SimController``: it uses the controller's trial state, actors and events.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from typing import Any
 
-from ray.train import Checkpoint
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
+from ray.tune.search import SearchAlgorithm
 from ray.tune.utils import flatten_dict
 
-from fluid.sim._state import SAVED, SimSaveFuture, _TrainingResult
+from fluid.sim._actors import SimActors
+from fluid.sim._state import SimSaveFuture, SimTrials
 
 
 class TuneDecisions:
-    """Results to decisions to actions, as ``TuneController`` does them."""
+    """Results to decisions to actions, as ``TuneController`` does them.
 
-    def _process_trial_results(self, trial: Trial, results: list[dict]) -> None:
+    Args:
+        controller: what the scheduler's hooks are given (the ``SimController``).
+        scheduler: the scheduler deciding on each result.
+        search_alg: the search algorithm told of results and completions.
+        trials: the trials by status.
+        actors: the trials' actors (saves, stops).
+        stopper: ``(trial_id, result) -> bool``, Tune's ``stop=`` callable.
+    """
+
+    def __init__(self, controller: Any, scheduler: TrialScheduler, search_alg: SearchAlgorithm,
+                 trials: SimTrials, actors: SimActors,
+                 stopper: Callable[[str, dict], bool] | None) -> None:
+        self._controller, self._scheduler_alg, self._search_alg = controller, scheduler, search_alg
+        self._trials, self._actors, self._stopper = trials, actors, stopper
+        self._queued_decisions: dict[str, str] = {}
+        self._cached_decisions: dict[str, str] = {}
+
+    def process_trial_results(self, trial: Trial, results: list[dict]) -> None:
+        """``TuneController._process_trial_results``."""
         for result in results:
             decision = self._process_trial_result(trial, result)
             if decision == TrialScheduler.STOP:
@@ -41,7 +58,7 @@ class TuneDecisions:
         if stop or trial.should_stop(flat_result):
             decision = TrialScheduler.STOP
         else:
-            decision = self._scheduler_alg.on_trial_result(self, trial, flat_result)
+            decision = self._scheduler_alg.on_trial_result(self._controller, trial, flat_result)
         if decision == TrialScheduler.STOP:
             result.update(done=True)
         else:
@@ -63,14 +80,15 @@ class TuneDecisions:
         if decision is TrialScheduler.STOP or decision is TrialScheduler.PAUSE:
             self._queued_decisions[trial.trial_id] = decision
 
-    def _maybe_execute_queued_decision(self, trial: Trial, after_save: bool = False) -> None:
+    def maybe_execute_queued_decision(self, trial: Trial, after_save: bool = False) -> None:
+        """``TuneController._maybe_execute_queued_decision``."""
         decision = self._queued_decisions.pop(trial.trial_id, None)
         if decision:
             self._execute_action(trial, decision, after_save=after_save)
 
     def _execute_action(self, trial: Trial, decision: str, after_save: bool = False) -> None:
         if decision == TrialScheduler.CONTINUE:
-            self._schedule_trial_train(trial)
+            self._actors.train(trial)
         elif decision == TrialScheduler.PAUSE:
             self.pause_trial(trial, should_checkpoint=not after_save)
         elif decision == TrialScheduler.STOP:
@@ -81,24 +99,16 @@ class TuneDecisions:
             raise ValueError(f"Invalid decision: {decision}")
 
     # ------------------------------------------------------------------ save, pause, stop
-    def _schedule_trial_save(self, trial: Trial, result: dict | None = None) -> SimSaveFuture | None:
+    def schedule_trial_save(self, trial: Trial, result: dict | None = None) -> SimSaveFuture | None:
         """``TuneController._schedule_trial_save`` (PBT calls it directly)."""
-        if trial not in self._actors:
+        if trial not in self._actors.by_trial:
             return None
-        result = result or trial.last_result
-        self._ckpts += 1
-        checkpoint = Checkpoint(os.path.join(self._tmp, f"{trial.trial_id}_ckpt{self._ckpts}"))
-        sim = self._sim[trial]
-        self._ckpt_state[checkpoint.path] = (sim.state, sim.iteration, sim.train_time,
-                                             sim.work_time)
-        future = SimSaveFuture(_TrainingResult(checkpoint=checkpoint, metrics=dict(result)))
+        future = self._actors.save(trial, result or trial.last_result)
         trial.temporary_state.saving_to = future
-        self.cluster.set_active(trial.trial_id, 0.0)
-        end = self._task_at(trial, self.costs.save(self._model(trial)))
-        self._push(end, SAVED, trial, self._actors[trial].token)
         return future
 
-    def _on_saving_result(self, trial: Trial) -> None:
+    def on_saving_result(self, trial: Trial) -> None:
+        """``TuneController._on_saving_result``: the save finished."""
         future = trial.temporary_state.saving_to
         if future is not None:
             training_result = future.resolve()
@@ -107,7 +117,7 @@ class TuneDecisions:
         decision = self._cached_decisions.pop(trial.trial_id, None)
         if decision and future is not None:
             self._queue_decision(trial, decision)
-        self._maybe_execute_queued_decision(trial, after_save=True)
+        self.maybe_execute_queued_decision(trial, after_save=True)
 
     def pause_trial(self, trial: Trial, should_checkpoint: bool = True) -> None:
         """``TuneController.pause_trial``."""
@@ -115,30 +125,41 @@ class TuneDecisions:
         self._schedule_trial_pause(trial, should_checkpoint=should_checkpoint)
 
     def _schedule_trial_pause(self, trial: Trial, should_checkpoint: bool = True) -> None:
-        if trial not in self._actors:
+        if trial not in self._actors.by_trial:
             return
         if should_checkpoint:
             self._cached_decisions[trial.trial_id] = TrialScheduler.PAUSE
-            self._schedule_trial_save(trial)
+            self.schedule_trial_save(trial)
         else:
             self._schedule_trial_stop(trial)
-            self._set_trial_status(trial, Trial.PAUSED)
+            self._trials.set_status(trial, Trial.PAUSED)
 
     def stop_trial(self, trial: Trial) -> None:
         """``TuneController.stop_trial``: complete (RUNNING) or remove (PENDING/PAUSED) it."""
         if trial.status in (Trial.ERROR, Trial.TERMINATED):
             return
         if trial.status in (Trial.PENDING, Trial.PAUSED):
-            self._scheduler_alg.on_trial_remove(self, trial)
+            self._scheduler_alg.on_trial_remove(self._controller, trial)
             self._search_alg.on_trial_complete(trial.trial_id)
         elif trial.status == Trial.RUNNING:
-            self._scheduler_alg.on_trial_complete(self, trial, flatten_dict(trial.last_result))
+            self._scheduler_alg.on_trial_complete(self._controller, trial,
+                                                  flatten_dict(trial.last_result))
             self._search_alg.on_trial_complete(
                 trial.trial_id, result=flatten_dict(trial.last_result)
             )
         self._schedule_trial_stop(trial)
-        self._live_trials.pop(trial, None)
-        self._sim[trial].end = self.clock()
+        self._ended(trial)
+
+    def trial_failed(self, trial: Trial, message: str) -> None:
+        """``TuneController._process_trial_failure`` without retries."""
+        self._scheduler_alg.on_trial_error(self._controller, trial)
+        self._search_alg.on_trial_complete(trial.trial_id, error=True)
+        self._schedule_trial_stop(trial, exception=RuntimeError(message))
+        self._ended(trial)
+
+    def _ended(self, trial: Trial) -> None:
+        self._trials.live.pop(trial, None)
+        self._actors.ended(trial)
 
     def _schedule_trial_stop(self, trial: Trial, exception: Exception | None = None) -> None:
         if trial.status == Trial.ERROR:
@@ -147,5 +168,5 @@ class TuneDecisions:
             self._cached_decisions[trial.trial_id] = TrialScheduler.STOP
         trial.temporary_state.saving_to = None
         trial.temporary_state.restoring_from = None
-        self._set_trial_status(trial, Trial.ERROR if exception else Trial.TERMINATED)
-        self._remove_actor(trial)
+        self._trials.set_status(trial, Trial.ERROR if exception else Trial.TERMINATED)
+        self._actors.remove(trial)

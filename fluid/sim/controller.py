@@ -39,6 +39,12 @@ starts (CUDA out of memory: Ray does not check GPU memory for fractional GPUs): 
 failure path (``scheduler.on_trial_error``, ``search_alg.on_trial_complete(error=True)``,
 status ERROR, no retries); ``RunStats.oom_errors`` counts them.
 
+The controller is composed of its parts: the trials by status (``SimTrials``), the fake actor
+layer that places actors and simulates what they do (``_actors.SimActors``), the decision loop
+copied from ``TuneController`` (``_decisions.TuneDecisions``) and the events on the simulated
+clock (``EventQueue``); it exposes what schedulers and ``FluidExecutor`` reach on a
+``TuneController``.
+
 Not reproduced: actor reuse (``reuse_actors`` must be False, as Fluid requires anyway),
 retries of failed trials, buffered results, callbacks/loggers
 (no files are written), the experiment checkpoint (``checkpoint`` is a no-op) and CPU limits.
@@ -55,14 +61,10 @@ Example:
 
 from __future__ import annotations
 
-import copy
-import heapq
 import os
-import tempfile
 from collections.abc import Callable
 from types import SimpleNamespace
 
-import numpy as np
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter, SearchAlgorithm
@@ -74,9 +76,10 @@ from fluid.sim._state import (
     RESULT,
     SAVED,
     START,
+    EventQueue,
     NoSyncer,
-    SimActor,
-    SimTrialState,
+    SimSaveFuture,
+    SimTrials,
     seeded,
 )
 from fluid.sim.clock import SimClock
@@ -84,8 +87,7 @@ from fluid.sim.cluster import SimCluster, pgf_width
 from fluid.sim.costs import RestartCosts
 from fluid.sim.outcome import RunStats, SimulationStalled
 from fluid.sim.profiling import exact_profile
-from fluid.sim.truth import fits_memory, iteration_time
-from fluid.sim.workloads.base import TrialModel, Workload
+from fluid.sim.workloads.base import Workload
 
 __all__ = [
     "RestartCosts",
@@ -95,7 +97,7 @@ __all__ = [
 ]
 
 
-class SimController(TuneDecisions, SimActors):
+class SimController:
     """Drives a Tune scheduler and search algorithm to completion on simulated GPUs.
 
     Args:
@@ -136,48 +138,29 @@ class SimController(TuneDecisions, SimActors):
     ) -> None:
         self.clock = clock or SimClock()
         self.cluster = cluster or SimCluster(gpus, self.clock)
-        self._search_alg = search_alg
-        self._scheduler_alg = scheduler
-        self.workload = workload
-        self.costs = costs or RestartCosts()
-        self.seed = seed
-        self.time_noise = time_noise
-        self._stopper = stopper
+        self._search_alg, self._scheduler_alg = search_alg, scheduler
+        self.workload, self.seed = workload, seed
         self._max_steps = max_steps
-        self._trials: list[Trial] = []
-        self._live_trials: dict[Trial, None] = {}
-        self._status: dict[str, dict[Trial, None]] = {
-            s: {} for s in (Trial.PENDING, Trial.RUNNING, Trial.PAUSED, Trial.TERMINATED,
-                            Trial.ERROR)
-        }
-        self._pending_trials_list: list[Trial] = []
-        self._staged: dict[Trial, None] = {}
-        self._actors: dict[Trial, SimActor] = {}
-        self._waiting_actors: list[Trial] = []  # actors requested, resources not placed yet
-        self._sim: dict[Trial, SimTrialState] = {}
-        self._queued_decisions: dict[str, str] = {}
-        self._cached_decisions: dict[str, str] = {}
-        self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
-        self._heap: list[tuple[float, int, str, Trial, int]] = []
-        self._durations: dict[Trial, tuple[float, float]] = {}  # (seconds, one-GPU seconds)
-        self._models_by_id: dict[str, TrialModel] = {}
-        self._oom_errors = 0
-        self._placement_dirty = False
+        self._events = EventQueue(self.clock)
+        self._trials = SimTrials()
+        if max_pending_trials is None:
+            max_pending_trials = self._auto_max_pending()
+        self._max_pending_trials = max_pending_trials
+        self._actors = SimActors(self._trials, self.cluster, self._events, workload,
+                                 costs or RestartCosts(), seed, time_noise, max_pending_trials)
+        self._decisions = TuneDecisions(self, scheduler, search_alg, self._trials, self._actors,
+                                        stopper)
         self.results: list[tuple[float, str, dict]] | None = [] if record_results else None
-        self._seq = 0
-        self._tokens = 0
-        self._ckpts = 0
-        self._iteration = 0
+        self._steps = 0
         self._results = 0
+        self._oom_errors = 0
         self._time_to_target: float | None = None
         self._best: float | None = None
         self._best_curve: list[tuple[float, float]] = []
-        self._tmp = tempfile.mkdtemp(prefix="fluid_sim_")
+        # What Tune's helpers read of a controller (``fluid.tune._ray_compat``, Tune's
+        # schedulers): no storage to sync, the cluster's resources.
         self._storage = SimpleNamespace(experiment_driver_staging_path=None, syncer=NoSyncer())
         self._resource_updater = self.cluster
-        self._max_pending_trials = (
-            max_pending_trials if max_pending_trials is not None else self._auto_max_pending()
-        )
 
     # ------------------------------------------------------------------ what schedulers use
     @property
@@ -192,27 +175,41 @@ class SimController(TuneDecisions, SimActors):
 
     def get_trials(self) -> list[Trial]:
         """Every trial, in the order added."""
-        return self._trials
+        return self._trials.all
 
     def get_live_trials(self) -> dict[Trial, None]:
         """Trials not yet finished (an insertion-ordered set)."""
-        return self._live_trials
+        return self._trials.live
 
     def get_trial(self, tid: str) -> Trial | None:
         """The trial with id ``tid``."""
-        return next((t for t in self._trials if t.trial_id == tid), None)
-
-    def _wrapped(self) -> SimController:
-        return self
+        return next((t for t in self._trials.all if t.trial_id == tid), None)
 
     def checkpoint(self, force: bool = False, wait: bool = False) -> None:
         """The experiment checkpoint: nothing to write in a simulation."""
 
+    def pause_trial(self, trial: Trial, should_checkpoint: bool = True) -> None:
+        """``TuneController.pause_trial``."""
+        self._decisions.pause_trial(trial, should_checkpoint)
+
+    def stop_trial(self, trial: Trial) -> None:
+        """``TuneController.stop_trial``: complete (RUNNING) or remove (PENDING/PAUSED) it."""
+        self._decisions.stop_trial(trial)
+
+    def _schedule_trial_save(self, trial: Trial, result: dict | None = None,
+                             ) -> SimSaveFuture | None:
+        """``TuneController._schedule_trial_save`` (PBT calls it directly)."""
+        return self._decisions.schedule_trial_save(trial, result)
+
+    def _set_trial_status(self, trial: Trial, status: str) -> None:
+        """``TuneController._set_trial_status`` (``fluid.tune._ray_compat.set_trial_status``)."""
+        self._trials.set_status(trial, status)
+
     def is_finished(self) -> bool:
         """All trials finished and the search algorithm has nothing more."""
         return (
-            all(t.is_finished() for t in self._live_trials)
-            and all(t.is_finished() for t in self._trials)
+            all(t.is_finished() for t in self._trials.live)
+            and all(t.is_finished() for t in self._trials.all)
             and self._search_alg.is_finished()
         )
 
@@ -222,7 +219,7 @@ class SimController(TuneDecisions, SimActors):
         with seeded(self.seed):
             try:
                 while not self.is_finished():
-                    if self._iteration >= self._max_steps:
+                    if self._steps >= self._max_steps:
                         raise SimulationStalled(f"more than {self._max_steps} controller steps")
                     self.step()
             except SimulationStalled as e:
@@ -235,22 +232,22 @@ class SimController(TuneDecisions, SimActors):
     def step(self) -> None:
         """One ``TuneController.step``."""
         worked = self._maybe_update_trial_queue()
-        worked = self._maybe_add_actors() or worked
-        worked = self._try_start_actors() or worked
-        if self._heap and (self._heap[0][0] <= self.clock() or not worked):
-            time, _, kind, trial, token = heapq.heappop(self._heap)
-            self.clock.advance_to(max(time, self.clock()))
-            self._handle(kind, trial, token)
+        chosen = self._scheduler_alg.choose_trial_to_run(self)
+        worked = self._actors.add_actors(chosen) or worked
+        worked = self._actors.place_waiting() or worked
+        if self._events.due(idle=not worked):
+            self._handle(*self._events.pop())
         elif not worked and not self.is_finished():
             raise SimulationStalled(self._stall_report())
-        self._iteration += 1
+        self._steps += 1
 
     def stats(self) -> RunStats:
         """Measurements so far."""
         now = self.clock()
         work = []
-        for trial in self._trials:
-            s = self._sim[trial]
+        sims = self._actors.sim
+        for trial in self._trials.all:
+            s = sims[trial]
             m = s.model or self.workload.trial_model(trial.config)
             mean = s.work_time / s.iteration if s.iteration else m.iteration_time
             prof = exact_profile(m)
@@ -261,12 +258,12 @@ class SimController(TuneDecisions, SimActors):
             best=self._best,
             gpu_seconds=self.cluster.gpu_seconds,
             gpu_utilization=self.cluster.busy_gpu_seconds / (self.cluster.n * now) if now else 0.0,
-            trials=len(self._trials),
+            trials=len(self._trials.all),
             results=self._results,
-            restarts=sum(max(0, self._sim[t].starts - 1) for t in self._trials),
-            steps=self._iteration,
+            restarts=sum(max(0, sims[t].starts - 1) for t in self._trials.all),
+            steps=self._steps,
             work=work,
-            spans={t.trial_id: (self._sim[t].first_start, self._sim[t].end) for t in self._trials},
+            spans={t.trial_id: (sims[t].first_start, sims[t].end) for t in self._trials.all},
             best_curve=list(self._best_curve),
             oom_errors=self._oom_errors,
         )
@@ -290,7 +287,7 @@ class SimController(TuneDecisions, SimActors):
         if self._search_alg.is_finished():
             return False
         added = False
-        while len(self._status[Trial.PENDING]) < self._max_pending_trials:
+        while len(self._trials.by_status[Trial.PENDING]) < self._max_pending_trials:
             trial = self._search_alg.next_trial()
             if not trial:
                 break
@@ -301,157 +298,50 @@ class SimController(TuneDecisions, SimActors):
     def add_trial(self, trial: Trial) -> None:
         """``TuneController.add_trial``."""
         trial.create_placement_group_factory()
-        self._trials.append(trial)
-        sim = SimTrialState(len(self._sim))
-        sim.rng = np.random.default_rng([self.seed, sim.index])
-        self._sim[trial] = sim
+        self._trials.all.append(trial)
+        self._actors.track(trial)
         if trial.status != Trial.TERMINATED:
-            self._live_trials[trial] = None
+            self._trials.live[trial] = None
         self._scheduler_alg.on_trial_add(self, trial)
-        self._status[trial.status][trial] = None
-        if trial.status == Trial.PENDING:
-            self._pending_trials_list.append(trial)
-
-    def _set_trial_status(self, trial: Trial, status: str) -> None:
-        """``TuneController._set_trial_status``: move a trial between the status sets."""
-        current = trial.status
-        if current == status:
-            return
-        assert trial in self._status[current], (trial, current)
-        assert trial not in self._status[status], (trial, status)
-        del self._status[current][trial]
-        self._status[status][trial] = None
-        if status == Trial.PENDING:
-            self._pending_trials_list.append(trial)
-        trial.set_status(status)
-
-    def _model(self, trial: Trial) -> TrialModel:
-        sim = self._sim[trial]
-        # Keyed by content: an id() key could match a new config (PBT) at a freed address.
-        if sim.model is None or sim.config_key != trial.config:
-            sim.model = self.workload.trial_model(trial.config)
-            sim.curve = self.workload.curve(trial.config)
-            sim.config_key = copy.deepcopy(trial.config)
-            self._models_by_id[trial.trial_id] = sim.model
-        return sim.model
-
-    def _peers(self, trial: Trial) -> list[TrialModel]:
-        """Models of the other trials on the trial's GPU (packed trials only)."""
-        ids = self.cluster.pool.neighbours(trial.trial_id)
-        return [self._models_by_id[t] for t in ids if t in self._models_by_id]
-
-    def _out_of_memory(self, trial: Trial) -> bool:
-        width = self._actors[trial].width
-        if width is None or width >= 1:
-            return False
-        memories = [m.memory_gb for m in (self._model(trial), *self._peers(trial))]
-        return not fits_memory(memories, self.cluster.pool.memory)
-
-    def _trial_failed(self, trial: Trial, message: str) -> None:
-        """``TuneController._process_trial_failure`` without retries."""
-        self._scheduler_alg.on_trial_error(self, trial)
-        self._search_alg.on_trial_complete(trial.trial_id, error=True)
-        self._schedule_trial_stop(trial, exception=RuntimeError(message))
-        self._live_trials.pop(trial, None)
-        self._sim[trial].end = self.clock()
+        self._trials.file(trial)
 
     # ------------------------------------------------------------------ events
     def _handle(self, kind: str, trial: Trial, token: int) -> None:
-        actor = self._actors.get(trial)
-        if actor is None or actor.token != token:
+        if not self._actors.current(trial, token):
             return  # the actor this event belonged to is gone
         if kind == START:
             self._actor_started(trial)
         elif kind == RESULT:
             self._on_training_result(trial)
         elif kind == SAVED:
-            self._on_saving_result(trial)
+            self._decisions.on_saving_result(trial)
         elif kind == RESTORED:
-            self._process_trial_restore(trial)
+            self._actors.restored(trial)
+            self._trials.set_status(trial, Trial.RUNNING)
+            self._actors.train(trial)
+            self._trials.live[trial] = None
 
     def _actor_started(self, trial: Trial) -> None:
-        actor = self._actors[trial]
-        actor.started = True
-        actor.busy_until = self.clock()
-        self._staged.pop(trial, None)
-        self._set_trial_status(trial, Trial.RUNNING)
-        if self._out_of_memory(trial):
+        fits = self._actors.started(trial)
+        self._trials.set_status(trial, Trial.RUNNING)
+        if not fits:
             self._oom_errors += 1
-            self._trial_failed(trial, "CUDA out of memory: packed trials exceed the GPU's memory")
+            self._decisions.trial_failed(
+                trial, "CUDA out of memory: packed trials exceed the GPU's memory")
             return
-        if not self._schedule_trial_restore(trial):
-            sim = self._sim[trial]
-            sim.state, sim.iteration, sim.train_time, sim.work_time = None, 0, 0.0, 0.0
-            self._schedule_trial_train(trial)
-
-    def _schedule_trial_restore(self, trial: Trial) -> bool:
-        checkpoint_result = trial.latest_checkpoint_result
-        if not checkpoint_result:
-            return False
-        trial.temporary_state.restoring_from = checkpoint_result
-        end = self._task_at(trial, self.costs.restore(self._model(trial)))
-        self._push(end, RESTORED, trial, self._actors[trial].token)
-        return True
-
-    def _process_trial_restore(self, trial: Trial) -> None:
-        checkpoint = trial.temporary_state.restoring_from.checkpoint
-        trial.on_restore()
-        sim = self._sim[trial]
-        saved = self._ckpt_state.get(checkpoint.path) if checkpoint is not None else None
-        if saved is not None:
-            sim.state, sim.iteration, sim.train_time, sim.work_time = saved
-        self._set_trial_status(trial, Trial.RUNNING)
-        self._schedule_trial_train(trial)
-        self._live_trials[trial] = None
-
-    def _schedule_trial_train(self, trial: Trial) -> None:
-        sim, actor = self._sim[trial], self._actors[trial]
-        model = self._model(trial)
-        width = actor.width or 1.0
-        peers = [m.truth for m in self._peers(trial)] if width < 1 else []
-        timing = iteration_time(model.truth, width, peers)
-        noise = 1.0
-        if self.time_noise > 0:
-            noise = float(np.exp(sim.rng.normal(0.0, self.time_noise)))
-        duration = timing.seconds * noise
-        self._durations[trial] = (duration, model.iteration_time * noise)
-        self.cluster.set_active(trial.trial_id, timing.busy)
-        if sim.first_start is None:
-            sim.first_start = max(self.clock(), actor.busy_until)
-        self._push(self._task_at(trial, duration), RESULT, trial, actor.token)
+        self._actors.restore_or_begin(trial)
 
     def _on_training_result(self, trial: Trial) -> None:
-        sim, actor = self._sim[trial], self._actors[trial]
-        model = self._model(trial)
-        width = actor.width or 1.0
-        curve = sim.curve
-        if sim.state is None:
-            sim.state = curve.initial
-        sim.state = curve.step(sim.state)
-        sim.iteration += 1
-        dt, solo = self._durations.pop(trial)
-        sim.train_time += dt
-        sim.work_time += solo
-        value = curve.value(sim.state)
-        if curve.noise:
-            value *= 1.0 + float(sim.rng.normal(0.0, curve.noise))
-        result = {
-            "training_iteration": sim.iteration,
-            self.workload.metric: value,
-            "time_this_iter_s": dt,
-            "time_total_s": sim.train_time,
-            "done": False,
-            "fluid_peak_gpu_memory": model.memory_gb * 2**30,
-            "fluid_width": width,
-        }
+        result, value = self._actors.result(trial, self.workload.metric)
         self._results += 1
         if self.results is not None:
             self.results.append((self.clock(), trial.trial_id, dict(result)))
         self._track_target(value)
+        sim = self._actors.sim[trial]
         if sim.reached is None and self.workload.reached(value):
             sim.reached = sim.iteration
-        self._process_trial_results(trial, [result])
-        self._maybe_execute_queued_decision(trial, after_save=False)
+        self._decisions.process_trial_results(trial, [result])
+        self._decisions.maybe_execute_queued_decision(trial, after_save=False)
 
     def _track_target(self, value: float) -> None:
         w = self.workload
@@ -464,8 +354,9 @@ class SimController(TuneDecisions, SimActors):
 
     # ------------------------------------------------------------------ diagnostics
     def _stall_report(self) -> str:
-        counts = {s: len(v) for s, v in self._status.items() if v}
-        waiting = [(t.trial_id, pgf_width(t.placement_group_factory)) for t in self._waiting_actors]
+        counts = {s: len(v) for s, v in self._trials.by_status.items() if v}
+        waiting = [(t.trial_id, pgf_width(t.placement_group_factory))
+                   for t in self._actors.waiting]
         return (
             f"simulation stalled at t={self.clock():.1f}s: trials by status {counts}, actors "
             f"waiting for GPUs {waiting[:5]}, {self.cluster.describe()}, searcher finished "

@@ -14,8 +14,12 @@ Executors, each on the same workload and seed:
   spread over running trials as extra one-GPU bundles (a gang, modelled like Fluid's);
 * ``fluid_static``: ``FluidExecutor(dynamic=False)``: StaticFluid only;
 * ``fluid``: ``FluidExecutor``: StaticFluid + DynamicFluid;
-* ``lower_bound`` (not run): ``fluid.core.lower_bound`` of the work plain Tune did (every
-  trial's iterations at its best width, no restart costs, no waiting for other trials).
+* ``tune_tuned`` and ``fluid_one_gpu``: the scoreboard's baselines (``fluid.sim.baselines``):
+  plain Tune with ``max_concurrent_trials`` = GPUs for a model-based searcher, and Fluid with
+  every trial on exactly one GPU;
+* ``lower_bound`` (not run): ``fluid.core.policy_lower_bound`` of the work plain Tune did (every
+  trial's iterations at its best width among those the policy allows it, no restart costs, no
+  waiting for other trials).
 
 Fluid gets what its profiling would measure, not the simulator's truth: ``alpha`` and ``beta``
 are the medians over a sample of the search space (Fluid takes one value per experiment),
@@ -34,11 +38,10 @@ Example:
 from __future__ import annotations
 
 import shutil
-import statistics
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from ray.tune.experiment import Experiment, Trial
@@ -49,17 +52,17 @@ from ray.tune.trainable import Trainable
 
 from fluid.algorithms import ALGORITHMS, AlgorithmOptions, build_searcher, check_algorithm
 from fluid.algorithms import build_scheduler as build_algorithm_scheduler
-from fluid.core import PolicyConfig, TrialSpec, lower_bound
+from fluid.core import PolicyConfig, TrialSpec, policy_lower_bound
 from fluid.core.model import allowed_widths
+from fluid.sim import baselines
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster
 from fluid.sim.controller import RestartCosts, RunStats, SimController, SimulationStalled
 from fluid.sim.profiling import profile_workload
-from fluid.sim.stats import geomean, summarize
+from fluid.sim.results import EXECUTORS, LOWER_BOUND, Comparison, RunResult
 from fluid.sim.workloads.base import Workload
 
-EXECUTORS = ("tune", "resource_changing", "fluid_static", "fluid")
-LOWER_BOUND = "lower_bound"
+FLUID_EXECUTORS = ("fluid", "fluid_static", baselines.ONE_GPU)
 TRAINABLE = "fluid_sim"
 
 
@@ -81,134 +84,6 @@ def ensure_trainable() -> None:
 
 
 ensure_trainable()
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One executor on one seed (the fields of ``fluid simulate --json``, and more).
-
-    ``time_to_target`` is ``None`` when no trial reached the target.
-    """
-
-    executor: str
-    seed: int
-    time_to_target: float | None
-    makespan: float
-    gpu_seconds: float
-    gpu_utilization: float | None
-    trials: int = 0
-    restarts: int = 0  # actor starts beyond each trial's first (pauses, resizes, PBT)
-    resizes: int | None = None  # shape changes Fluid made (None: the executor does not resize)
-    best: float | None = None
-    sim_seconds: float = 0.0  # wall-clock seconds the simulation took
-    hook_seconds: float | None = None  # of them, in Fluid's hooks (None: not a FluidExecutor)
-    stalled: bool = False  # Tune would hang here (makespan: when it stalled)
-
-    def public(self) -> dict[str, Any]:
-        """The fields the issue asks for, plus the extras."""
-        return asdict(self)
-
-
-@dataclass
-class Comparison:
-    """Every executor on every seed of one algorithm x workload x GPU count.
-
-    A speedup ``A_vs_B`` is, per seed, ``B / A`` in time to target (``..._makespan``: in
-    makespan); over seeds it is the geometric mean of those ratios with a bootstrap 95%
-    interval (``fluid.sim.stats``). Seeds where either side has no value are left out.
-    """
-
-    algorithm: str
-    workload: str
-    gpus: int
-    results: list[RunResult] = field(default_factory=list)
-
-    def of(self, executor: str) -> list[RunResult]:
-        """The results of one executor, by seed."""
-        return [r for r in self.results if r.executor == executor]
-
-    def ratios(self, fast: str, slow: str, what: str = "time_to_target") -> dict[int, float]:
-        """``{seed: slow / fast}`` in ``what`` (seeds where both are known)."""
-        by_seed = {r.seed: r for r in self.of(slow)}
-        out = {}
-        for r in self.of(fast):
-            other = by_seed.get(r.seed)
-            if other is None:
-                continue
-            a, b = getattr(r, what), getattr(other, what)
-            if a and b and not (what == "makespan" and (r.stalled or other.stalled)):
-                out[r.seed] = b / a
-        return out
-
-    def speedup(self, fast: str, slow: str, what: str = "time_to_target") -> float | None:
-        """Geometric mean over seeds of ``slow / fast`` in ``what`` (``None``: no seed has both)."""
-        ratios = list(self.ratios(fast, slow, what).values())
-        return geomean(ratios) if ratios else None
-
-    def _pairs(self) -> dict[str, tuple[str, str, str]]:
-        out = {}
-        for fast in ("fluid", "fluid_static"):
-            for slow in ("tune", "resource_changing"):
-                out[f"{fast}_vs_{slow}"] = (fast, slow, "time_to_target")
-                out[f"{fast}_vs_{slow}_makespan"] = (fast, slow, "makespan")
-        out["resource_changing_vs_tune"] = ("resource_changing", "tune", "time_to_target")
-        out["lower_bound_vs_tune"] = (LOWER_BOUND, "tune", "time_to_target")
-        return out
-
-    def speedups(self) -> dict[str, float | None]:
-        """``fluid_vs_tune``, ``fluid_vs_resource_changing`` and friends (geometric means)."""
-        return {k: self.speedup(*pair) for k, pair in self._pairs().items()}
-
-    def speedup_stats(self) -> dict[str, dict[str, Any]]:
-        """``{"speedup", "speedup_ci95", "speedup_per_seed"}``, each keyed like ``speedups``.
-
-        ``speedup_ci95[k]`` is ``[low, high]``, or ``None`` with fewer than two seeds;
-        ``speedup_per_seed[k]`` is ``{seed: ratio}``.
-        """
-        mean: dict[str, float | None] = {}
-        ci: dict[str, list[float] | None] = {}
-        per_seed: dict[str, dict[int, float]] = {}
-        for key, pair in self._pairs().items():
-            ratios = self.ratios(*pair)
-            m, interval = summarize(list(ratios.values()))
-            mean[key], ci[key], per_seed[key] = m, list(interval) if interval else None, ratios
-        return {"speedup": mean, "speedup_ci95": ci, "speedup_per_seed": per_seed}
-
-    def _mean_by_executor(
-        self, value: Callable[[RunResult], float | None]
-    ) -> dict[str, float | None]:
-        out: dict[str, float | None] = {}
-        for ex in EXECUTORS:
-            if self.of(ex):
-                vals = [v for v in map(value, self.of(ex)) if v is not None]
-                out[ex] = statistics.fmean(vals) if vals else None
-        return out
-
-    def per_trial(self, what: str) -> dict[str, float | None]:
-        """Per executor, the mean over seeds of ``what`` (``restarts``, ``resizes``) per trial."""
-        def rate(r: RunResult) -> float | None:
-            n = getattr(r, what)
-            return None if not r.trials or n is None else n / r.trials
-
-        return self._mean_by_executor(rate)
-
-    def best_metric(self) -> dict[str, float | None]:
-        """Per executor, the mean over seeds of the best metric value any trial reported."""
-        return self._mean_by_executor(lambda r: r.best)
-
-    def to_json(self) -> dict[str, Any]:
-        """The object ``fluid simulate --json`` prints (keys documented in its help)."""
-        return {
-            "algorithm": self.algorithm,
-            "workload": self.workload,
-            "gpus": self.gpus,
-            "seeds": sorted({r.seed for r in self.results}),
-            "results": [r.public() for r in self.results],
-            **self.speedup_stats(),
-            "best_metric": self.best_metric(),
-            "restarts_per_trial": self.per_trial("restarts"),
-            "resizes_per_trial": self.per_trial("resizes"),
-        }
 
 
 # ---------------------------------------------------------------------- building blocks
@@ -241,8 +116,10 @@ def build_search(
     gpus: int,
     samples: int | None = None,
     storage: str | None = None,
+    max_concurrent: int | None = None,
 ) -> SearchAlgorithm:
-    """The algorithm's search algorithm with the experiment added, as ``tune.run`` builds it."""
+    """The algorithm's search algorithm with the experiment added, as ``tune.run`` builds it
+    (``max_concurrent``: its ``max_concurrent_trials``, applied to a ``Searcher``)."""
     check_algorithm(algorithm)
     samples = samples or default_samples(algorithm, gpus)
     storage = storage or tempfile.mkdtemp(prefix="fluid_sim_")
@@ -251,6 +128,8 @@ def build_search(
     search: SearchAlgorithm
     searcher = build_searcher(algorithm, seed)
     if searcher is not None:
+        if max_concurrent:
+            searcher = baselines.limit_concurrency(searcher, max_concurrent)
         search = SearchGenerator(searcher)
     else:
         search = BasicVariantGenerator(random_state=seed)
@@ -294,7 +173,7 @@ def build_executor(
     trainable is gang-capable, as one marked with ``fluid.train.elastic``), are passed.
     ``fluid_options`` apply either way.
     """
-    if executor == "tune":
+    if executor in ("tune", baselines.TUNE_TUNED):
         return base
     if executor == "resource_changing":
         from ray.tune.schedulers.resource_changing_scheduler import (
@@ -306,17 +185,19 @@ def build_executor(
             base_scheduler=base,
             resources_allocation_function=DistributeResources(add_bundles=True),
         )
-    if executor in ("fluid", "fluid_static"):
+    if executor in FLUID_EXECUTORS:
         from fluid.tune import FluidExecutor
 
         # The simulated trials ask for one GPU each (plain Tune's set-up): Fluid sizes them.
-        options: dict[str, Any] = {"elastic": True, "dynamic": executor == "fluid",
+        options: dict[str, Any] = {"elastic": True, "dynamic": executor != "fluid_static",
                                    "resize_requests": True, "verbose": False}
         if profile:
             alpha, beta = profiled_overheads(workload)
             options.update(alpha=alpha, beta=beta, cpus_per_trial=1.0, cpus_per_worker=1.0,
                            gpu_memory=gpu_memory)
         options.update(fluid_options or {})
+        if executor == baselines.ONE_GPU:
+            options.update(baselines.ONE_GPU_OPTIONS)
         return FluidExecutor(base, clock=clock, resources=cluster, **options)
     raise ValueError(f"unknown executor {executor!r}; known: {list(EXECUTORS)}")
 
@@ -346,10 +227,9 @@ def run_experiment(
     gpu_memory: float | None = None,
     fluid_options: dict[str, Any] | None = None,
     profile: bool = True,
-    return_stats: bool = False,
     search_factory: Callable[[int, str], SearchAlgorithm] | None = None,
-) -> Any:
-    """Simulate one run; returns a ``RunResult`` (and the ``RunStats`` if ``return_stats``).
+) -> RunResult:
+    """Simulate one run: its ``RunResult`` (what it measured in ``RunResult.stats``).
 
     ``profile=False``: Fluid without a profile (see ``build_executor``).
 
@@ -369,8 +249,9 @@ def run_experiment(
             if search_factory is not None:
                 search = search_factory(seed, storage)
             else:
-                search = build_search(algorithm, workload, seed, gpus, samples, storage)
-            adapted = executor in ("fluid", "fluid_static")
+                limit = gpus if executor == baselines.TUNE_TUNED else None
+                search = build_search(algorithm, workload, seed, gpus, samples, storage, limit)
+            adapted = executor in FLUID_EXECUTORS
             if search_factory is not None and algorithm not in ALGORITHMS:
                 base: TrialScheduler = FIFOScheduler()  # a replay's fixed trials, FIFO
             else:
@@ -389,14 +270,14 @@ def run_experiment(
                 stats, stalled = e.stats, True
     finally:
         shutil.rmtree(storage, ignore_errors=True)
-    result = RunResult(
+    return RunResult(
         executor=executor, seed=seed, time_to_target=stats.time_to_target,
         makespan=stats.makespan, gpu_seconds=stats.gpu_seconds,
         gpu_utilization=stats.gpu_utilization, trials=stats.trials, restarts=stats.restarts,
         best=stats.best, sim_seconds=_time.perf_counter() - t0, stalled=stalled,
         resizes=getattr(sched, "resizes", None), hook_seconds=getattr(sched, "hook_seconds", None),
+        stats=stats,
     )
-    return (result, stats) if return_stats else result
 
 
 def bound_of(stats: RunStats, gpus: int, seed: int, config: PolicyConfig | None = None) -> RunResult:
@@ -404,7 +285,7 @@ def bound_of(stats: RunStats, gpus: int, seed: int, config: PolicyConfig | None 
     config = config or PolicyConfig()
     specs = [TrialSpec(f"t{i}", max(it, 1) * t, a, b)
              for i, (it, t, a, b, _) in enumerate(stats.work) if it > 0]
-    makespan = lower_bound(specs, gpus, config) if specs else 0.0
+    makespan = policy_lower_bound(specs, gpus, config) if specs else 0.0
     area = 0.0
     for s in specs:
         ws = allowed_widths(config.c_of(s), config.d_of(s, gpus), gpus)
@@ -438,15 +319,21 @@ def compare(
     """Every executor (and the lower bound) on the same seeds; see ``Comparison``."""
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     comp = Comparison(algorithm, workload.name, gpus)
+    # Without a model-based searcher the careful user's Tune is plain Tune: same rows.
+    copy_tune = search_factory is not None or baselines.same_as_tune(algorithm)
     for seed in seed_list:
         for ex in executors:
             if progress:
                 progress(f"{algorithm}/{workload.name} {ex} seed {seed}")
-            result, stats = run_experiment(
+            tune_row = next((r for r in comp.of("tune") if r.seed == seed), None)
+            if ex == baselines.TUNE_TUNED and copy_tune and tune_row is not None:
+                comp.results.append(replace(tune_row, executor=ex))
+                continue
+            result = run_experiment(
                 algorithm, workload, ex, seed, gpus, samples=samples, costs=costs,
                 time_noise=time_noise, gpu_memory=gpu_memory, fluid_options=fluid_options,
-                profile=profile, return_stats=True, search_factory=search_factory)
+                profile=profile, search_factory=search_factory)
             comp.results.append(result)
-            if ex == "tune":
-                comp.results.append(bound_of(stats, gpus, seed))
+            if ex == "tune" and result.stats is not None:
+                comp.results.append(bound_of(result.stats, gpus, seed))
     return comp

@@ -7,8 +7,9 @@ seeds of the per-seed ratios with its bootstrap 95% interval (``fluid.sim.stats`
 
 * Table 2: successive halving (Ray's ``HyperBandScheduler``) on CIFAR-10 with 2..32 workers,
   utilisation and runtime under plain Tune, and under Fluid;
-* Figure 7: time to target of PBT, HyperBand, ASHA, SyncBOHB, BOHB on the three tasks, with and
-  without Fluid, and Tune's ResourceChangingScheduler;
+* Figure 7: time to target of SyncBOHB, HyperBand, BOHB, ASHA, PBT on the three tasks under
+  plain Tune, plain Tune with ``max_concurrent_trials`` = GPUs, Fluid at one GPU per trial and
+  Fluid, with ``fluid_vs_tune``, ``fluid_vs_tune_tuned`` and ``shape_gain``;
 * Figure 11: grid search (9/27/81 configs) on 8 GPUs with packing only, and 1/2/4 configs with
   distribution only;
 * Figure 12: runtime variance (synthetic workload, 9 configs on 8 GPUs);
@@ -28,8 +29,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from fluid.sim.baselines import ONE_GPU, SCOREBOARD, TUNE_TUNED
 from fluid.sim.controller import RestartCosts
-from fluid.sim.experiment import Comparison, compare
+from fluid.sim.experiment import compare
+from fluid.sim.results import Comparison
 from fluid.sim.stats import summarize
 from fluid.sim.validate import load as load_reference
 from fluid.sim.workloads import Hardware, PerfParams, get_workload
@@ -38,6 +41,7 @@ SECTIONS = ("Table 2", "Figure 7", "Figure 11", "Figure 12", "Figure 13", "Sensi
 HEADER = "## Simulator"
 PAPER_TABLE2 = {2: (0.812, 2356), 4: (0.630, 1432), 8: (0.458, 1073), 16: (0.470, 475),
                 32: (0.252, 432)}
+FIGURE7_EXECUTORS = ("tune", TUNE_TUNED, ONE_GPU, "fluid")
 PAPER_FIG7 = {"syncbohb": "2x", "hyperband": "1.3-2x (synchronous: 30-100%)",
               "bohb": "1.3x", "asha": "1.3x (asynchronous: 10-30%)", "pbt": "little"}
 
@@ -98,29 +102,34 @@ def table2(run: _Runner) -> list[str]:
     return lines
 
 
+def figure7_rows(c: Comparison, task: str, alg: str) -> str:
+    """One row of the Figure 7 table: medians and the three scoreboard speedups."""
+    ttt = {ex: _med([r.time_to_target for r in c.of(ex)]) for ex in FIGURE7_EXECUTORS}
+    cells = " | ".join(_s(ttt[ex]) for ex in FIGURE7_EXECUTORS)
+    ratios = " | ".join(speedup_cell(c, *pair) for pair in SCOREBOARD.values())
+    return f"| {task} | {alg} | {cells} | {ratios} | {PAPER_FIG7.get(alg, '')} |"
+
+
+def figure7_header() -> list[str]:
+    """The Figure 7 table's header (``figure7_rows`` fills it)."""
+    return ["| task | algorithm | Tune s | Tune, max_concurrent_trials = GPUs s | "
+            "Fluid at one GPU per trial s | Fluid s | fluid_vs_tune | fluid_vs_tune_tuned | "
+            "shape_gain | paper: Fluid vs Tune |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+
+
 def figure7(run: _Runner) -> list[str]:
-    """Time to target, 5 algorithms x 3 tasks."""
-    lines = ["### Figure 7: time to target, 8 GPUs", "",
-             "| task | algorithm | Tune s (median) | ResourceChanging s (median) | "
-             "Fluid s (median) | Fluid vs Tune, geo. mean [95% CI] | "
-             "Fluid vs ResourceChanging, geo. mean [95% CI] | paper: Fluid vs Tune |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+    """Time to target, 5 algorithms x 3 tasks, with the scoreboard's baselines."""
+    lines = ["### Figure 7: time to target, 8 GPUs", "", *figure7_header()]
     for task in ("cifar10", "wlm", "dcgan"):
         w = get_workload(task)
-        for alg in ("pbt", "hyperband", "asha", "syncbohb", "bohb"):
-            c = run(alg, w, 8, ("tune", "resource_changing", "fluid"))
-            ttt = {ex: _med([r.time_to_target for r in c.of(ex)])
-                   for ex in ("tune", "resource_changing", "fluid")}
-            hang = " (hangs)" if any(r.stalled for r in c.of("resource_changing")) else ""
-            lines.append(f"| {task} | {alg} | {_s(ttt['tune'])} | {_s(ttt['resource_changing'])}"
-                         f"{hang} | {_s(ttt['fluid'])} | {speedup_cell(c, 'fluid', 'tune')} | "
-                         f"{speedup_cell(c, 'fluid', 'resource_changing')} | {PAPER_FIG7[alg]} |")
+        for alg in ("syncbohb", "hyperband", "bohb", "asha", "pbt"):
+            lines.append(figure7_rows(run(alg, w, 8, FIGURE7_EXECUTORS), task, alg))
     lines += ["", "Times to target are medians over seeds; a speedup is the geometric mean of "
               "the per-seed ratios of times to target, with its bootstrap 95% interval over "
-              "seeds in brackets. `-`: the target "
-              "was not reached. \"(hangs)\": Tune's ResourceChangingScheduler pauses a trial "
-              "that the HyperBand-family scheduler never resumes (docs/simulator.md); its time "
-              "to target is what it reached before.", ""]
+              "seeds in brackets. `-`: the target was not reached. `fluid_vs_tune_tuned` "
+              "compares with plain Tune run with `max_concurrent_trials` = GPUs (the same as "
+              "plain Tune without a model-based searcher); `shape_gain` is Fluid over Fluid "
+              "with every trial on one GPU (`fluid.sim.baselines`).", ""]
     return lines
 
 
@@ -194,8 +203,8 @@ def sensitivity(run: _Runner) -> list[str]:
         ("half_flops x2", replace(base, half_flops=base.half_flops * 2), None),
         ("step_overhead 1 ms", replace(base, step_overhead_s=0.001), None),
         ("step_overhead 10 ms", replace(base, step_overhead_s=0.010), None),
-        ("mps_interference x2", replace(base, mps_interference=2 * base.mps_interference),
-         None),
+        ("contention x2", replace(base, contention=2 * base.contention), None),
+        ("MPS no better than time-slicing", replace(base, mps_overlap=0.0), None),
         ("time-slicing instead of MPS", replace(base, sharing="timeslice"), None),
         ("actor start 10 s", base, RestartCosts(actor_start_s=10.0)),
         ("NVLink instead of 10 GbE", base, None),
@@ -215,7 +224,7 @@ def sensitivity(run: _Runner) -> list[str]:
     return lines
 
 
-RUNS = 5 * 2 + 15 * 3 + 18 * 2 + 4 * 3 + 3 * 2 + 9 * 2 + 8 * 3  # cells x executors
+RUNS = 5 * 2 + 15 * 4 + 18 * 2 + 4 * 3 + 3 * 2 + 9 * 2 + 10 * 3  # cells x executors
 
 
 def render(seeds: int = 10, quick: bool = False,

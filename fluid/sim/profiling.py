@@ -5,7 +5,11 @@ a GPU and in gangs of 2..4 GPUs, and fits ``alpha``, ``beta``, ``c``, ``d`` from
 per-iteration times (``fluid.core.overheads``). Here the measurements come from the truth
 (``fluid.sim.truth.iteration_time``: ``p`` copies of the config on one GPU, or a gang of ``w``)
 with multiplicative log-normal noise of ``noise`` (a few timed iterations), and the fitting is
-the same code. This module is the only bridge between the truth and the policy's model: the
+the same code, with one difference for packing: ``alpha`` is fitted on the pair alone
+(``T^2 = T^1 alpha``), the degree where the truth is checked against published measurements,
+and each degree's own measured throughput decides ``c`` (``packing_limit``). One ``alpha``
+fitted over 1..4 per GPU mixes the pair with degrees where the GPU has saturated, and reports
+an overhead no pair of these trials pays. This module is the only bridge between the truth and the policy's model: the
 policy sees these fitted numbers, never the truth.
 
 Example:
@@ -50,8 +54,9 @@ def profile_config(model: TrialModel, noise: float = 0.02,
     pack = {p: measured(iteration_time(truth, 1.0 / p, (truth,) * (p - 1)).seconds)
             for p in range(1, MAX_PACK + 1)}
     gang = {w: measured(iteration_time(truth, float(w)).seconds) for w in range(1, MAX_GANG + 1)}
-    return Profile(fit_alpha(pack), packing_limit(pack), fit_beta(gang), scaling_limit(gang),
-                   pack, gang, device="simulated")
+    alpha = fit_alpha({1: pack[1], 2: pack[2]})
+    return Profile(alpha, packing_limit(pack), fit_beta(gang), scaling_limit(gang), pack, gang,
+                   device="simulated")
 
 
 @lru_cache(maxsize=8192)

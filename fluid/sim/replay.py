@@ -35,7 +35,8 @@ from ray.tune import PlacementGroupFactory
 from ray.tune.experiment import Trial
 from ray.tune.search import SearchAlgorithm
 
-from fluid.sim.experiment import TRAINABLE, Comparison, compare
+from fluid.sim.experiment import TRAINABLE, compare
+from fluid.sim.results import Comparison
 from fluid.sim.workloads.base import TrialModel, Workload
 from fluid.tune._ray_compat import StorageContext
 

@@ -2,11 +2,16 @@
 
 Three comparisons, each reference shipped with its source in ``fluid/sim/references/``:
 
-* **scaling**: data-parallel speedups on ``w`` GPUs. Each point is run through the truth's gang
-  model (``fluid.sim.truth.comm``) with the reference's own model size (gradient bytes),
-  per-GPU batch, single-GPU throughput and link: ``speedup = w * t_1 / t_w`` per step;
-* **packing**: published facts about sharing one GPU, compared with the truth on the CIFAR-10
-  workload;
+* **scaling** (``scaling.json``): data-parallel speedups on ``w`` GPUs, each point labelled
+  ``weak`` (per-GPU batch kept) or ``strong`` (global batch kept, as Fluid's gangs run). A weak
+  point runs the truth's gang step (``fluid.sim.truth.comm``) on the reference's own model size
+  (gradient bytes), per-GPU batch, single-GPU throughput and link:
+  ``speedup = w t_1 / t_w``. A strong point runs the truth's step model at both batch sizes:
+  one GPU computing the whole batch against ``w`` workers each computing their share, plus the
+  all-reduce, compared per sample as the measurement is;
+* **packing** (``packing.json``, or any file of its schema with ``--references PATH``):
+  ``k`` identical jobs on one GPU (``fluid.sim.packing_refs``), with the median error per
+  workload family;
 * **table2**: the paper's Table 2, re-run as plain Ray Tune successive halving (Ray's
   ``HyperBandScheduler``: synchronous successive halving inside each bracket) in the
   simulator with the setup inferred from the paper's numbers (``table2.json``: 81 configs);
@@ -15,7 +20,7 @@ Three comparisons, each reference shipped with its source in ``fluid/sim/referen
 
 Example:
     >>> rows = scaling_points()
-    >>> len(rows) >= 8 and all(r["model"] > 0 for r in rows)
+    >>> len(rows) >= 12 and {r["kind"] for r in rows} == {"weak", "strong"}
     True
 """
 
@@ -26,9 +31,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from fluid.sim.truth import PerfParams, iteration_time, step_from_rate
+from fluid.sim import packing_refs
+from fluid.sim.truth import PerfParams, solo_step, step_from_rate
 from fluid.sim.truth.comm import gang_step
 
 REFERENCES = Path(__file__).with_name("references")
@@ -47,36 +51,54 @@ def _median_abs_rel(points: list[dict[str, Any]]) -> float | None:
     return statistics.median(errs) if errs else None
 
 
+def _weak(ref: dict[str, Any], p: PerfParams) -> float:
+    step = step_from_rate(ref["baseline_samples_per_s"], ref["worker_batch"])
+    link, w = ref["link"], int(ref["gpus"])
+    t_w = gang_step(step, w, 4.0 * ref["params"], link["gbytes_per_s"] * 1e9,
+                    link["latency_s"], p)
+    return w * step.seconds / t_w
+
+
+def _strong(ref: dict[str, Any], p: PerfParams) -> float:
+    peak, flops, w = ref["gpu_fp32_peak_tflops"] * 1e12, ref["flops_per_sample"], int(ref["gpus"])
+    one, share, link = int(ref["one_gpu_batch"]), int(ref["worker_batch"]), ref["link"]
+    t_1 = solo_step(flops * one, peak, p).seconds
+    t_w = gang_step(solo_step(flops * share, peak, p), w, 4.0 * ref["params"],
+                    link["gbytes_per_s"] * 1e9, link["latency_s"], p)
+    return (w * share / t_w) / (one / t_1)
+
+
 def scaling_points(p: PerfParams | None = None) -> list[dict[str, Any]]:
-    """Model against reference for every published scaling point."""
+    """Model against reference for every published scaling point (weak and strong)."""
     p = p or PerfParams()
     out = []
     for ref in load("scaling")["points"]:
-        step = step_from_rate(ref["baseline_samples_per_s"], ref["worker_batch"])
-        link = ref["link"]
-        w = int(ref["gpus"])
-        t_w = gang_step(step, w, 4.0 * ref["params"], link["gbytes_per_s"] * 1e9,
-                        link["latency_s"], p)
-        out.append({"config": ref["config"], "gpus": w, "reference": ref["reference"],
-                    "model": w * step.seconds / t_w})
+        model = _strong(ref, p) if ref["kind"] == "strong" else _weak(ref, p)
+        out.append({"config": ref["config"], "kind": ref["kind"], "gpus": int(ref["gpus"]),
+                    "nodes": int(ref["nodes"]), "reference": ref["reference"], "model": model,
+                    "error": (model - ref["reference"]) / ref["reference"]})
     return out
 
 
-def packing_points(p: PerfParams | None = None, n: int = 64) -> list[dict[str, Any]]:
-    """Model against reference for the packing facts (the CIFAR-10 workload's truth)."""
-    from fluid.sim.workloads import Hardware, get_workload
-    from fluid.sim.workloads.base import Workload
+def scaling_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The scaling object of ``--validate --json``: the points, the median error over all of
+    them and per kind, and how many strong points stay inside one node."""
+    by_kind = {kind: {"points": sum(1 for q in points if q["kind"] == kind),
+                      "median_abs_rel_error": _median_abs_rel(
+                          [q for q in points if q["kind"] == kind])}
+               for kind in ("weak", "strong")}
+    strong_one = [q for q in points if q["kind"] == "strong" and q["nodes"] == 1]
+    return {"points": points, "median_abs_rel_error": _median_abs_rel(points),
+            "by_kind": by_kind, "strong_one_node": {
+                "points": len(strong_one), "median_abs_rel_error": _median_abs_rel(strong_one)}}
 
-    w: Workload = get_workload("cifar10", Hardware.preset("rtx6000", perf=p or PerfParams()))
-    rng = np.random.default_rng(0)
-    duties = []
-    for _ in range(n):
-        cfg = {k: v.sample(random_state=int(rng.integers(2**31))) if hasattr(v, "sample") else v
-               for k, v in w.space.items()}
-        duties.append(iteration_time(w.trial_model(cfg).truth, 1.0).busy)
-    ref = load("packing")["points"][0]
-    return [{"config": ref["config"], "gpus": ref["gpus"], "reference": ref["reference"],
-             "model": statistics.median(duties)}]
+
+def packing_points(p: PerfParams | None = None,
+                   references: str | Path | None = None) -> dict[str, Any]:
+    """The packing object of ``--validate --json`` for the shipped points or a file's."""
+    pts = (packing_refs.load_points(references) if references is not None
+           else load("packing")["points"])
+    return packing_refs.report(pts, p)
 
 
 def table2_rows(seeds: int = TABLE2_SEEDS) -> list[dict[str, Any]]:
@@ -99,31 +121,75 @@ def table2_rows(seeds: int = TABLE2_SEEDS) -> list[dict[str, Any]]:
     return rows
 
 
-def validate(seeds: int = TABLE2_SEEDS) -> dict[str, Any]:
-    """The ``--validate --json`` object (see the module docstring)."""
-    scaling, packing, rows = scaling_points(), packing_points(), table2_rows(seeds)
+def validate(seeds: int = TABLE2_SEEDS, references: str | Path | None = None) -> dict[str, Any]:
+    """The ``--validate --json`` object: scaling, packing and Table 2; with ``references``,
+    only the packing comparison on that file's points."""
+    if references is not None:
+        return {"references": str(references), "packing": packing_points(references=references)}
+    rows = table2_rows(seeds)
     return {
-        "scaling": {"points": scaling, "median_abs_rel_error": _median_abs_rel(scaling)},
-        "packing": {"points": packing, "median_abs_rel_error": _median_abs_rel(packing)},
+        "scaling": scaling_summary(scaling_points()),
+        "packing": packing_points(),
         "table2": {"rows": rows, "max_abs_utilization_error": max(
             abs(r["utilization"] - r["paper_utilization"]) for r in rows)},
     }
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+#: Columns of the text tables: (key, header, width, format); the first is left-aligned.
+_SCALING_COLUMNS = [("config", "config", 64, "s"), ("kind", "kind", 6, "s"),
+                    ("gpus", "GPUs", 4, "d"), ("nodes", "nodes", 5, "d"),
+                    ("reference", "paper", 7, ".2f"), ("model", "model", 7, ".2f"),
+                    ("error", "error", 7, "+.0%")]
+_PACKING_COLUMNS = [("config", "config", 62, "s"), ("family", "family", 6, "s"),
+                    ("k", "k", 2, "d"), ("mode", "mode", 12, "s"), ("inputs", "inputs", 11, "s"),
+                    ("reference", "ref", 6, ".2f"), ("model", "model", 6, ".2f"),
+                    ("error", "error", 6, "+.0%")]
+
+
+def _table(title: str, columns: list[tuple[str, str, int, str]],
+           rows: list[dict[str, Any]]) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return " ".join(c[:w].ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, (_, _, w, _)) in enumerate(zip(cells, columns, strict=True)))
+
+    return [title, line([h for _, h, _, _ in columns])] + [
+        line([format(r[k], f) for k, _, _, f in columns]) for r in rows]
+
+
+def _render_scaling(s: dict[str, Any]) -> list[str]:
+    lines = _table("Scaling (speedup on w GPUs over one; published measurements)",
+                   _SCALING_COLUMNS, s["points"])
+    kinds = ", ".join(f"{k} {v['points']} points {_pct(v['median_abs_rel_error'])}"
+                      for k, v in s["by_kind"].items())
+    one = s["strong_one_node"]
+    lines.append(f"median |relative error|: {_pct(s['median_abs_rel_error'])} ({kinds}; strong "
+                 f"in one node {one['points']} points {_pct(one['median_abs_rel_error'])})")
+    return lines
+
+
+def _render_packing(s: dict[str, Any]) -> list[str]:
+    lines = _table("Packing (k identical jobs on one GPU: aggregate throughput over one alone)",
+                   _PACKING_COLUMNS, s["points"])
+    fams = "; ".join(f"{f} {v['points']} points, median signed {v['median_signed_error']:+.1%}"
+                     for f, v in s["by_family"].items())
+    lines.append(f"median |relative error|: {_pct(s['median_abs_rel_error'])} over "
+                 f"{len(s['points'])} points ({fams})")
+    lines += [f"skipped: {sk['config']} ({sk['reason']})" for sk in s["skipped"]]
+    return lines
+
+
 def render(result: dict[str, Any]) -> str:
     """The validation as plain-text tables."""
-    lines = ["Scaling (speedup on w GPUs over one; published measurements)",
-             f"{'config':<60} {'GPUs':>4} {'paper':>7} {'model':>7} {'error':>7}"]
-    for key in ("scaling", "packing"):
-        if key == "packing":
-            lines += ["", "Packing / sharing one GPU",
-                      f"{'config':<60} {'GPUs':>4} {'ref':>7} {'model':>7} {'error':>7}"]
-        for pt in result[key]["points"]:
-            err = (pt["model"] - pt["reference"]) / pt["reference"]
-            lines.append(f"{pt['config'][:60]:<60} {pt['gpus']:>4} {pt['reference']:>7.2f} "
-                         f"{pt['model']:>7.2f} {err:>+7.0%}")
-        med = result[key]["median_abs_rel_error"]
-        lines.append(f"median |relative error|: {med:.1%}" if med is not None else "")
+    lines: list[str] = []
+    if "scaling" in result:
+        lines += _render_scaling(result["scaling"]) + [""]
+    lines += _render_packing(result["packing"])
+    if "table2" not in result:
+        return "\n".join(lines)
     lines += ["", "Table 2 (successive halving: Ray's HyperBandScheduler, 81 configs, plain "
               "Tune)", f"{'workers':>7} {'paper util':>10} {'sim util':>8} "
               f"{'paper s':>8} {'sim s':>8}"]

@@ -50,11 +50,6 @@ class TrainContext:
     backend: str | None
     _session: _Session | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def is_distributed(self) -> bool:
-        """True when the loop runs in a torch.distributed gang (world size > 1)."""
-        return self.world_size > 1
-
 
 # Not thread-local: user loops may start their own threads (data prefetch, logging)
 # that still belong to the same rank.

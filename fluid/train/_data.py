@@ -167,6 +167,32 @@ class ElasticDataLoader:
         self.batch = 0
 
 
+def _shuffles(loader: Any) -> bool:
+    """Whether ``loader`` shuffles; a clear error for a loader that cannot be sharded."""
+    if not isinstance(loader, DataLoader):
+        raise TypeError(
+            f"prepare_data_loader(loader=...) needs a torch DataLoader, got {type(loader)!r}"
+        )
+    if isinstance(loader.dataset, IterableDataset):
+        raise ValueError(
+            "prepare_data_loader(loader=...): iterable-style datasets cannot be sharded "
+            "by position; use a map-style dataset"
+        )
+    if loader.batch_size is None:
+        raise ValueError(
+            "prepare_data_loader(loader=...) needs a loader built with batch_size=<global "
+            "batch size>, not with a custom batch_sampler"
+        )
+    if isinstance(loader.sampler, RandomSampler):
+        return True
+    if isinstance(loader.sampler, SequentialSampler):
+        return False
+    raise ValueError(
+        "prepare_data_loader(loader=...) replaces the sampler; build the loader with "
+        f"shuffle=True or shuffle=False instead of sampler={type(loader.sampler).__name__}"
+    )
+
+
 def prepare_data_loader(
     loader: DataLoader,
     *,
@@ -196,29 +222,7 @@ def prepare_data_loader(
         >>> loader = fluid.train.prepare_data_loader(loader)            # doctest: +SKIP
         >>> for x, y in loader: ...                                     # doctest: +SKIP
     """
-    if not isinstance(loader, DataLoader):
-        raise TypeError(
-            f"prepare_data_loader(loader=...) needs a torch DataLoader, got {type(loader)!r}"
-        )
-    if isinstance(loader.dataset, IterableDataset):
-        raise ValueError(
-            "prepare_data_loader(loader=...): iterable-style datasets cannot be sharded "
-            "by position; use a map-style dataset"
-        )
-    if loader.batch_size is None:
-        raise ValueError(
-            "prepare_data_loader(loader=...) needs a loader built with batch_size=<global "
-            "batch size>, not with a custom batch_sampler"
-        )
-    if isinstance(loader.sampler, RandomSampler):
-        shuffle = True
-    elif isinstance(loader.sampler, SequentialSampler):
-        shuffle = False
-    else:
-        raise ValueError(
-            "prepare_data_loader(loader=...) replaces the sampler; build the loader with "
-            f"shuffle=True or shuffle=False instead of sampler={type(loader.sampler).__name__}"
-        )
+    shuffle = _shuffles(loader)
     ctx = get_context()
     global_batch = int(loader.batch_size)
     if global_batch < ctx.world_size:

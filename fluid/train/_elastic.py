@@ -20,7 +20,7 @@ import ray
 
 from fluid.core import shapes
 from fluid.core.shapes import ELASTIC_ATTR, ElasticTrainable, process_shape
-from fluid.train._gang import TrainingWorkerError, _run_gang
+from fluid.train._gang import _run_gang
 from fluid.train._process import (
     _ckpt_root,
     _current_bundles,
@@ -28,6 +28,7 @@ from fluid.train._process import (
     _run_in_process,
     _trial_id,
 )
+from fluid.train._worker import TrainingWorkerError
 
 __all__ = ["TrainingWorkerError", "elastic", "is_elastic", "trial_resources"]
 

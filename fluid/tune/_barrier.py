@@ -20,36 +20,36 @@ from __future__ import annotations
 
 import math
 
-from fluid.tune._records import Phase, TrialBook, TrialRecord
+from fluid.tune._records import Phase, TrialRecord, TrialStore
 
 _WAITING = frozenset({Phase.WAITING})
 
 
-def must_wait(book: TrialBook, rec: TrialRecord, until: int | None) -> bool:
+def must_wait(store: TrialStore, rec: TrialRecord, until: int | None) -> bool:
     """Whether ``rec``, whose budget before its latest result was ``until``, waits now."""
-    group = book.groups.get(rec.group)
+    group = store.groups.get(rec.group)
     if group is None or not group.sync or until is None or rec.iteration < until:
         return False
-    return _slowest_other(book, rec) < rec.iteration
+    return _slowest_other(store, rec) < rec.iteration
 
 
-def released(book: TrialBook) -> list[TrialRecord]:
+def released(store: TrialStore) -> list[TrialRecord]:
     """Waiting members whose group caught up: every other unfinished member reached them."""
-    if not book.count(_WAITING):  # asked at every controller step; almost always none
+    if not store.count(_WAITING):  # asked at every controller step; almost always none
         return []
-    return [r for r in book.in_phase(_WAITING) if _slowest_other(book, r) >= r.iteration]
+    return [r for r in store.in_phase(_WAITING) if _slowest_other(store, r) >= r.iteration]
 
 
-def held(book: TrialBook, rec: TrialRecord) -> bool:
+def stays_paused(store: TrialStore, rec: TrialRecord) -> bool:
     """Whether a member the base scheduler paused (PBT pauses at a perturbation: an exploit,
     or others waiting) must not restart yet: some other unfinished member is behind it."""
-    group = book.groups.get(rec.group)
+    group = store.groups.get(rec.group)
     return (group is not None and group.sync and rec.phase is Phase.PAUSED
-            and _slowest_other(book, rec) < rec.iteration)
+            and _slowest_other(store, rec) < rec.iteration)
 
 
-def _slowest_other(book: TrialBook, rec: TrialRecord) -> float:
+def _slowest_other(store: TrialStore, rec: TrialRecord) -> float:
     """Least iteration of the other unfinished members of ``rec``'s group (inf: none)."""
-    return min((r.iteration for r in book.records.values()
+    return min((r.iteration for r in store.records.values()
                 if r.group == rec.group and r is not rec and r.phase is not Phase.DONE),
                default=math.inf)

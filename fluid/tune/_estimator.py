@@ -1,12 +1,12 @@
 """Estimates from what trials report: ``alpha``, ``beta``, ``eps``, one-GPU iteration times, memory.
 
 * per trial ``alpha_i`` / ``beta_i``: a **prior** (the profile's ``alpha``/``beta`` when given,
-  else the conservative ``PRIOR_ALPHA``/``PRIOR_BETA``: packing two on a GPU or a gang of two
-  gains nothing, so an unmeasured trial runs alone on one GPU, as under plain Tune), sharpened
-  by the trial's own ``time_this_iter_s`` at the widths it ran (a share ``1/p`` against one GPU
-  gives ``alpha_i``, a gang of ``w`` against one GPU gives ``beta_i``, no resize needed when it
-  started at that width), shrunk towards the prior: in log space, the prior counts as
-  ``PRIOR_WEIGHT`` samples;
+  else the conservative ``Tunables.prior_alpha``/``prior_beta``: packing two on a GPU or a gang
+  of two gains nothing, so an unmeasured trial runs alone on one GPU, as under plain Tune),
+  sharpened by the trial's own ``time_this_iter_s`` at the widths it ran (a share ``1/p``
+  against one GPU gives ``alpha_i``, a gang of ``w`` against one GPU gives ``beta_i``, no resize
+  needed when it started at that width), shrunk towards the prior: in log space, the prior
+  counts as ``Tunables.prior_weight`` samples;
 * one-GPU seconds per iteration of a trial: its own one-GPU times when it ran on one GPU, else
   ``time_this_iter_s / f_i(w)`` under its ``alpha_i``, ``beta_i`` (``f`` is
   ``fluid.core.slowdown``);
@@ -14,7 +14,7 @@
 * ``eps``: what a resize cost, measured on the first result after it, median of recent ones;
   until a resize is measured, what a start cost (a restart stops the trial and starts it
   again: at least that), measured on the first result after each start; until then
-  ``DEFAULT_EPS``.
+  ``Tunables.default_eps``.
 """
 
 from __future__ import annotations
@@ -22,47 +22,41 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from typing import Any
 
-from ray.tune.experiment import Trial
-
-from fluid.core import slowdown
-from fluid.tune._records import TrialBook, TrialRecord
-
-#: Seconds a resize is assumed to cost until a resize or a start has been measured.
-DEFAULT_EPS = 5.0
-#: ``alpha`` of a trial nothing is known about: two on a GPU each run half as fast (no gain).
-PRIOR_ALPHA = 2.0
-#: ``beta`` of a trial nothing is known about: a gang of two is no faster than one GPU.
-PRIOR_BETA = 2.0
-#: How many samples the prior is worth when shrinking a trial's own estimate towards it.
-PRIOR_WEIGHT = 1.0
+from fluid.core import Tunables, slowdown
+from fluid.core.tolerances import WIDTH_TOL
+from fluid.tune._records import TrialRecord, TrialStore
 
 
 class OverheadEstimator:
     """``alpha``, ``beta``, ``eps`` and per-trial iteration times and memory of one experiment.
 
     Args:
-        book: the trials (read for the means over measured trials).
-        alpha, beta: the prior overheads (``>= 1``; ``None``: ``PRIOR_ALPHA``/``PRIOR_BETA``).
+        store: the trials (read for the means over measured trials; samples are written
+            through it).
+        alpha, beta: the prior overheads (``>= 1``; ``None``: the tunables' priors).
         eps: a fixed resize cost in seconds, or ``None`` to measure it.
         refine: refine ``alpha`` and ``beta`` from resized trials.
-        default_iteration_time: one-GPU seconds per iteration before any trial reported.
         trial_memory: GB a trial needs on a GPU when it has not reported its peak.
         gpu_memory: GB of one GPU (``None``: memory is not checked).
+        tunables: the priors, ``default_eps``, ``default_iteration_time`` and how many samples
+            are kept.
     """
 
-    def __init__(self, book: TrialBook, *, alpha: float | None, beta: float | None,
-                 eps: float | None, refine: bool, default_iteration_time: float,
-                 trial_memory: float | None, gpu_memory: float | None) -> None:
-        self._book = book
-        self.prior_alpha = PRIOR_ALPHA if alpha is None else float(alpha)
-        self.prior_beta = PRIOR_BETA if beta is None else float(beta)
+    def __init__(self, store: TrialStore, *, alpha: float | None, beta: float | None,
+                 eps: float | None, refine: bool, trial_memory: float | None,
+                 gpu_memory: float | None, tunables: Tunables) -> None:
+        self._store, self._tunables = store, tunables
+        self.prior_alpha = tunables.prior_alpha if alpha is None else float(alpha)
+        self.prior_beta = tunables.prior_beta if beta is None else float(beta)
         self.alpha, self.beta = self.prior_alpha, self.prior_beta
         self.fixed_eps, self.refine = eps, refine
-        self.default_iteration_time = default_iteration_time
+        self.default_iteration_time = tunables.default_iteration_time
         self.trial_memory, self.gpu_memory = trial_memory, gpu_memory
-        self.eps_samples: deque = deque(maxlen=10)
-        self.start_samples: deque = deque(maxlen=10)  # seconds from a start to training
+        self.eps_samples: deque = deque(maxlen=tunables.eps_samples_kept)
+        # seconds from a start to training
+        self.start_samples: deque = deque(maxlen=tunables.eps_samples_kept)
         self._alpha_by_trial: dict[str, float] = {}
         self._beta_by_trial: dict[str, float] = {}
         self._mean_time: float | None = None  # mean iteration time of measured trials
@@ -72,10 +66,13 @@ class OverheadEstimator:
         # and the mean, one correctly rounded division, is statistics.mean's very float.
         self._times: dict[str, float] = {}
         self._sum = 0
-        book.on_add = self._recount
         # trial id -> ((alpha, beta, samples), median): every re-plan asks for the time of
         # every live trial, most of them unchanged since the last one.
         self._medians: dict[str, tuple[tuple, float]] = {}
+
+    def restore_eps(self, samples: list[float]) -> None:
+        """Take in resize costs measured before (a restored experiment's)."""
+        self.eps_samples.extend(samples)
 
     @property
     def measured_beta(self) -> float | None:
@@ -85,12 +82,14 @@ class OverheadEstimator:
     @property
     def eps(self) -> float:
         """``eps``: the resize cost in seconds, as given or as measured (median of the recent
-        resizes, else of the recent starts, else ``DEFAULT_EPS``)."""
+        resizes, else of the recent starts, else ``Tunables.default_eps``)."""
         if self.fixed_eps is not None:
             return self.fixed_eps
         if self.eps_samples:
             return statistics.median(self.eps_samples)
-        return statistics.median(self.start_samples) if self.start_samples else DEFAULT_EPS
+        if self.start_samples:
+            return statistics.median(self.start_samples)
+        return self._tunables.default_eps
 
     def slowdown(self, width: float | None, rec: TrialRecord | None = None) -> float:
         """``f_i(w)`` under the trial's ``alpha_i``, ``beta_i`` (the prior's without a trial;
@@ -103,11 +102,13 @@ class OverheadEstimator:
 
     def alpha_of(self, rec: TrialRecord) -> float:
         """``alpha_i``: the trial's own packing overhead shrunk towards the prior."""
-        return _shrunk(self.prior_alpha, rec.own_alpha if self.refine else None)
+        return _shrunk(self.prior_alpha, rec.own_alpha if self.refine else None,
+                       self._tunables.prior_weight)
 
     def beta_of(self, rec: TrialRecord) -> float:
         """``beta_i``: the trial's own scaling overhead shrunk towards the prior."""
-        return _shrunk(self.prior_beta, rec.own_beta if self.refine else None)
+        return _shrunk(self.prior_beta, rec.own_beta if self.refine else None,
+                       self._tunables.prior_weight)
 
     def observe(self, rec: TrialRecord, dt: float | None, now: float) -> bool:
         """Take in a result's ``time_this_iter_s``; True when it was the trial's first sample
@@ -125,7 +126,7 @@ class OverheadEstimator:
             expected = (float(dt) if dt is not None
                         else self.iteration_time(rec) * self.slowdown(rec.actual, rec))
             self.eps_samples.append(max(0.0, now - rec.resize_at - expected))
-            rec.resize_at = None
+            self._store.update(rec, resize_at=None)
             if dt is None or not rec.actual or rec.actual in rec.raw:
                 return False
             # Its first iteration ever at this width (a probe) counts at once, warm-up and all
@@ -136,13 +137,11 @@ class OverheadEstimator:
                 self.start_samples.append(max(0.0, now - rec.shapes[-1][0] - float(dt)))
             if dt is None or not rec.actual or (rec.fresh_start and rec.samples):
                 return False
-        rec.samples.append((float(dt), rec.actual))
-        rec.touch()
-        new_width = rec.actual not in rec.raw
-        rec.raw.setdefault(rec.actual, deque(maxlen=5)).append(float(dt))
+        new_width = self._store.add_sample(rec, float(dt), rec.actual,
+                                           self._tunables.samples_kept)
         if len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) <= 3):
             self.refine_overheads(rec)
-        self._recount(rec)
+        self.track(rec)
         return len(rec.samples) == 1 or new_width  # a first sample, or one at a new width
 
     def refine_overheads(self, rec: TrialRecord) -> None:
@@ -155,9 +154,9 @@ class OverheadEstimator:
         Only this trial's estimate is recomputed (results arrive constantly; new widths are rare).
         """
         times = {w: (statistics.median(v), len(v)) for w, v in rec.raw.items() if v}
-        one = next((tn for w, tn in times.items() if abs(w - 1.0) < 1e-9), None)
-        packed = sorted((round(1 / w), tn) for w, tn in times.items() if w < 1 - 1e-9)
-        gangs = sorted((round(w), tn) for w, tn in times.items() if w > 1 + 1e-9)
+        one = next((tn for w, tn in times.items() if abs(w - 1.0) < WIDTH_TOL), None)
+        packed = sorted((round(1 / w), tn) for w, tn in times.items() if w < 1 - WIDTH_TOL)
+        gangs = sorted((round(w), tn) for w, tn in times.items() if w > 1 + WIDTH_TOL)
         if one is not None:
             packed = [(1, one)] + packed
             gangs = [(1, one)] + gangs
@@ -167,16 +166,16 @@ class OverheadEstimator:
                  for (w, (tw, n)), (v, (tv, m)) in zip(gangs, gangs[1:], strict=False)]
         tid = rec.trial_id
         if alphas:
-            rec.own_alpha = (max(1.0, statistics.median(a for a, _ in alphas)),
-                             sum(n for _, n in alphas))
-            self._alpha_by_trial[tid] = rec.own_alpha[0]
+            own = (max(1.0, statistics.median(a for a, _ in alphas)), sum(n for _, n in alphas))
+            self._store.update(rec, own_alpha=own)
+            self._alpha_by_trial[tid] = own[0]
             self.alpha = statistics.median(self._alpha_by_trial.values())
         if betas:
-            rec.own_beta = (max(1.0, statistics.median(b for b, _ in betas)),
-                            sum(n for _, n in betas))
-            self._beta_by_trial[tid] = rec.own_beta[0]
+            own = (max(1.0, statistics.median(b for b, _ in betas)), sum(n for _, n in betas))
+            self._store.update(rec, own_beta=own)
+            self._beta_by_trial[tid] = own[0]
             self.beta = statistics.median(self._beta_by_trial.values())
-        self._recount(rec)  # one-GPU times depend on alpha and beta
+        self.track(rec)  # one-GPU times depend on alpha and beta
 
     def iteration_time(self, rec: TrialRecord) -> float:
         """Median one-GPU seconds per iteration: its own one-GPU times when it has some, else
@@ -200,9 +199,10 @@ class OverheadEstimator:
                                else self.default_iteration_time)
         return self._mean_time
 
-    def _recount(self, rec: TrialRecord) -> None:
-        """Take the trial's one-GPU time (that of the record ``rec`` replaces, if any) out of
-        the mean of measured trials and put its current one in (none without samples)."""
+    def track(self, rec: TrialRecord) -> None:
+        """Count a record just filed, or whose samples changed, in the mean one-GPU time of
+        measured trials: the trial's time before (that of the record ``rec`` replaces, if any)
+        comes out, its current one goes in (none without samples)."""
         before = self._times.pop(rec.trial_id, None)
         if before is not None:
             self._sum -= _exact(before)
@@ -236,7 +236,7 @@ class OverheadEstimator:
             return peak
         if self.trial_memory is not None:
             return self.trial_memory
-        known = [p for r in self._book.records.values() if (p := _peak_gb(r.trial)) is not None]
+        known = [p for r in self._store.records.values() if (p := _peak_gb(r.trial)) is not None]
         return max(known) if known else self.gpu_memory
 
 
@@ -250,17 +250,17 @@ def _exact(x: float) -> int:
     return num << (_EXACT_BITS - den.bit_length() + 1)
 
 
-def _shrunk(prior: float, own: tuple[float, int] | None) -> float:
-    """``own`` (estimate, samples) shrunk towards ``prior`` in log space (prior weight
-    ``PRIOR_WEIGHT``); the prior alone when the trial has no estimate."""
+def _shrunk(prior: float, own: tuple[float, int] | None, weight: float) -> float:
+    """``own`` (estimate, samples) shrunk towards ``prior`` in log space (the prior worth
+    ``weight`` samples); the prior alone when the trial has no estimate."""
     if own is None:
         return prior
     value, n = own
-    w = n / (n + PRIOR_WEIGHT)
+    w = n / (n + weight)
     return max(1.0, math.exp(w * math.log(value) + (1 - w) * math.log(prior)))
 
 
-def _peak_gb(trial: Trial) -> float | None:
+def _peak_gb(trial: Any) -> float | None:
     last = trial.last_result or {}
     peak = last.get("fluid_peak_gpu_memory")
     return float(peak) / 2**30 if peak else None

@@ -16,7 +16,10 @@ Fluid sizes trials in iterations, so a group also carries each budget as the
 ``training_iteration`` it is expected to end at (estimated from the trial's reported progress
 when the unit is another one).
 
-Outside Fluid the call does nothing, so an adapted scheduler still runs under plain Tune.
+Outside Fluid the call does nothing, so an adapted scheduler still runs under plain Tune. Under
+Fluid the executor asks the scheduler to keep the groups it declares
+(``collect_trial_groups``) and takes them after each call into the scheduler
+(``take_trial_groups``).
 """
 
 from __future__ import annotations
@@ -24,12 +27,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ray.tune.experiment import Trial
 
-if TYPE_CHECKING:
-    from fluid.tune._executor import FluidExecutor
+from fluid.core.tolerances import ITERATION_TOL
 
 #: The unit of budgets unless a scheduler says otherwise.
 ITERATIONS = "training_iteration"
@@ -134,21 +136,34 @@ def iteration_of(budget: float, time_attr: str, result: Mapping[str, Any] | None
     result["training_iteration"]``); ``None`` before the trial has reported progress.
     """
     if time_attr == ITERATIONS:
-        return max(1, math.ceil(budget - 1e-9))
+        return max(1, math.ceil(budget - ITERATION_TOL))
     result = result or {}
     done, iteration = result.get(time_attr), result.get(ITERATIONS)
     if not (_positive(done) and _positive(iteration)):
         return None
-    return max(1, math.ceil(budget * iteration / done - 1e-9))
+    return max(1, math.ceil(budget * iteration / done - ITERATION_TOL))
 
 
 class TrialGroupMixin:
     """Gives a Tune scheduler ``new_trial_group``, the one call that declares a TrialGroup.
 
-    ``FluidExecutor`` sets ``_fluid_executor`` on the scheduler it wraps.
+    The groups declared are kept only once ``collect_trial_groups`` was called (by the
+    ``FluidExecutor`` that wraps the scheduler), until ``take_trial_groups`` takes them.
     """
 
-    _fluid_executor: FluidExecutor | None = None
+    _declared: list[TrialGroup] | None = None
+
+    def collect_trial_groups(self) -> None:
+        """Keep the groups declared from now on for ``take_trial_groups``."""
+        if self._declared is None:
+            self._declared = []
+
+    def take_trial_groups(self) -> list[TrialGroup]:
+        """The groups declared since the last call, oldest first (none unless collected)."""
+        declared = self._declared or []
+        if declared:
+            self._declared = []
+        return declared
 
     def new_trial_group(
         self,
@@ -172,6 +187,6 @@ class TrialGroupMixin:
         """
         group = TrialGroup.of(trials, until, name, time_attr, progress, sync, priority,
                               keep_shape)
-        if self._fluid_executor is not None:
-            self._fluid_executor.add_group(group)
+        if self._declared is not None:
+            self._declared.append(group)
         return group

@@ -1,19 +1,16 @@
-"""FluidExecutor's options, validated once: a bad value raises ``FluidConfigError`` naming it."""
+"""FluidExecutor's options, validated once: a bad value raises ``FluidConfigError`` naming it.
+
+The options map onto the two configs of ``fluid.core``: ``PolicyConfig`` (``c``, ``d``,
+``o_th``, ``s_th``, ``c_max``, ``gpu_memory``) and ``Tunables`` (``o_th``, ``c_max`` and
+``default_iteration_time`` are its fields; ``None`` keeps the tunables' value).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fluid.core import S_TH, PolicyConfig, check_number
-
-#: Per-iteration one-GPU time assumed for a trial before any trial has reported.
-DEFAULT_ITERATION_TIME = 1.0
-#: Least marginal benefit ``O_p`` to pack one more trial on a GPU (FluidExecutor's default):
-#: packing two pays only if ``1 - alpha_i / 2 > 0.4``, i.e. ``alpha_i < 1.2``.
-PACK_O_TH = 0.4
-#: Most trials on one GPU by default (FluidExecutor's ``c_max``).
-PACK_C_MAX = 2
+from fluid.core import S_TH, PolicyConfig, Tunables, check_number
 
 
 class FluidConfigError(ValueError):
@@ -34,8 +31,10 @@ class FluidOptions:
 
     ``alpha`` and ``beta`` here are the prior overheads (``None``: the estimator's conservative
     prior); the estimator sharpens them per trial.
-    ``policy`` is the ``fluid.core.PolicyConfig`` built from ``c``, ``d``, ``o_th``, ``s_th``,
-    ``c_max`` and ``gpu_memory`` (its ``eps`` is set per plan from the measured resize cost).
+    ``tunables`` is the ``fluid.core.Tunables`` with ``o_th``, ``c_max`` and
+    ``default_iteration_time`` set when given; ``policy`` the ``fluid.core.PolicyConfig`` built
+    from ``c``, ``d``, ``o_th``, ``s_th``, ``c_max`` and ``gpu_memory`` (its ``eps`` is set per
+    plan from the measured resize cost).
     """
 
     alpha: float | None = None
@@ -43,22 +42,23 @@ class FluidOptions:
     c: int | None = None
     d: int | None = None
     eps: float | None = None
-    o_th: float = PACK_O_TH
+    o_th: float | None = None
     s_th: float = S_TH
-    c_max: int = PACK_C_MAX
+    c_max: int | None = None
     gpu_memory: float | None = None
     trial_memory: float | None = None
     max_outstanding: int | None = None
     cpus_per_trial: float | None = None
     cpus_per_worker: float = 1.0
     elastic: bool | None = None
-    default_iteration_time: float = DEFAULT_ITERATION_TIME
+    default_iteration_time: float | None = None
     dynamic: bool = True
     refine: bool = True
     mps: Any = None
     resize_requests: bool = False
     verbose: bool | None = None
     wait_for_nodes: bool = True
+    tunables: Tunables | None = None
     policy: PolicyConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -69,8 +69,8 @@ class FluidOptions:
         _number("max_outstanding", self.max_outstanding, 1, integer=True, optional=True)
         _number("cpus_per_trial", self.cpus_per_trial, 0, optional=True)
         _number("cpus_per_worker", self.cpus_per_worker, 0)
-        _number("default_iteration_time", self.default_iteration_time, 0, low_open=True,
-                unit="seconds")
+        if self.tunables is not None and not isinstance(self.tunables, Tunables):
+            raise FluidConfigError(f"tunables must be a fluid.core.Tunables, got {self.tunables!r}")
         for name, none_ok in (("elastic", True), ("dynamic", False), ("refine", False),
                               ("resize_requests", False), ("verbose", True),
                               ("wait_for_nodes", False)):
@@ -78,13 +78,17 @@ class FluidOptions:
             if not (isinstance(flag, bool) or (none_ok and flag is None)):
                 allowed = "True, False or None" if none_ok else "True or False"
                 raise FluidConfigError(f"{name} must be {allowed}, got {flag!r}")
+        given = {k: v for k in ("o_th", "c_max", "default_iteration_time")
+                 if (v := getattr(self, k)) is not None}
         try:
-            policy = PolicyConfig(c=self.c, d=self.d, eps=0.0, o_th=self.o_th, s_th=self.s_th,
-                                  c_max=self.c_max, gpu_memory=self.gpu_memory)
+            tunables = replace(self.tunables or Tunables(), **given)
+            policy = PolicyConfig(c=self.c, d=self.d, eps=0.0, o_th=tunables.o_th, s_th=self.s_th,
+                                  c_max=tunables.c_max, gpu_memory=self.gpu_memory)
         except ValueError as e:
             raise FluidConfigError(str(e)) from None
         mps = self.mps
         if mps is not None and not (callable(getattr(mps, "start", None))
                                     and callable(getattr(mps, "stop", None))):
             raise FluidConfigError(f"mps must be a fluid.gpu.MPSManager, got {mps!r}")
+        object.__setattr__(self, "tunables", tunables)
         object.__setattr__(self, "policy", policy)

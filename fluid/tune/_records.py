@@ -1,18 +1,26 @@
-"""What FluidExecutor knows of each trial (a ``TrialRecord`` in a ``Phase``) and of each group.
+"""What FluidExecutor knows of each trial (a ``TrialRecord`` in a ``Phase``) and of each group,
+kept by one owner, the ``TrialStore``.
 
-A trial moves through the phases::
+A trial moves through the phases (``TRANSITIONS``; any other move raises ``PhaseError``)::
 
     HELD -> QUEUED -> READY -> RUNNING <-> RESIZING
-      ^               ^          |
-      |               +- WAITING +
-      +------- PAUSED <----------+          (any) -> DONE
+      ^       ^                  |  |
+      |       +--- WAITING <-----+  |
+      |       +--- PAUSED  <--------+
+      +--------------- DONE <--- (any)
 
 HELD: added, waiting until the base scheduler would start it (Tune sees it PAUSED);
-QUEUED: StaticFluid gave it a width ``w``, it waits for GPUs; READY: placed in the GPU plan, to
-be handed to Tune; RUNNING: Tune runs it at ``actual``; RESIZING: paused by Fluid to restart at
-``width``; WAITING: paused by Fluid at a ``sync`` group's barrier until the other members
-caught up (then planned again); PAUSED: paused by the base scheduler (a rung, PBT's exploit);
-DONE: left for good (a restored experiment's finished trials start DONE).
+QUEUED: StaticFluid gave it a width ``w``, it waits for GPUs (READY trials go back to QUEUED
+when their CPUs do not fit); READY: placed in the GPU plan, to be handed to Tune; RUNNING:
+Tune runs it at ``actual``; RESIZING: paused by Fluid to restart at ``width``; WAITING: paused
+by Fluid at a ``sync`` group's barrier until the other members caught up; PAUSED: paused by the
+base scheduler (a rung, PBT's exploit); DONE: completed, failed or removed (a restored
+experiment's finished trials start DONE); a failed trial Tune retries goes from DONE back to
+HELD (Tune reports the error, then adds the trial again).
+
+Records are frozen: the store writes them (``add``, ``move``, ``update``, ``add_sample``,
+``log_shape``), files them by phase and notes which changed since the planner last looked
+(``take_changed``), so the planner rebuilds only those trials' specs.
 """
 
 from __future__ import annotations
@@ -20,18 +28,17 @@ from __future__ import annotations
 import logging
 import operator
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ray.tune.experiment import Trial
-
-from fluid.core.extras import Extras, extras_of
+from fluid.core.extras import Extras
 from fluid.tune._group import TrialGroup
-from fluid.tune._shapes import cpus_of, is_elastic_class, request_width, width_of
 
 logger = logging.getLogger("fluid")
+
+#: Tune's status of a trial not started yet (``ray.tune.experiment.Trial.PENDING``).
+PENDING = "PENDING"
 
 
 class Phase(Enum):
@@ -47,7 +54,19 @@ class Phase(Enum):
     DONE = "done"
 
 
-#: Tune's status of these differs from what the base scheduler expects (see ``_base``).
+#: Which phases may follow each phase (a phase may always follow itself).
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    Phase.HELD: frozenset({Phase.QUEUED, Phase.DONE}),
+    Phase.QUEUED: frozenset({Phase.READY, Phase.DONE}),
+    Phase.READY: frozenset({Phase.RUNNING, Phase.QUEUED, Phase.DONE}),
+    Phase.RUNNING: frozenset({Phase.RESIZING, Phase.WAITING, Phase.PAUSED, Phase.DONE}),
+    Phase.RESIZING: frozenset({Phase.RUNNING, Phase.DONE}),
+    Phase.WAITING: frozenset({Phase.QUEUED, Phase.DONE}),
+    Phase.PAUSED: frozenset({Phase.QUEUED, Phase.DONE}),
+    Phase.DONE: frozenset({Phase.HELD}),
+}
+
+#: Tune's status of these differs from what the base scheduler expects (see ``_bridge.base``).
 MASKED = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RESIZING, Phase.WAITING})
 #: Waiting for the base scheduler to (re)start them.
 STARTABLE = frozenset({Phase.HELD, Phase.PAUSED})
@@ -60,26 +79,13 @@ PLACED = frozenset({Phase.READY, Phase.RUNNING, Phase.RESIZING})
 LIVE = frozenset({Phase.RUNNING, Phase.RESIZING})
 
 
-class _PhaseSlot:
-    """``TrialRecord.phase``: setting it also moves the record in its book's phase index, so
-    ``TrialBook.in_phase`` costs what is in the phases asked for, not every trial ever seen."""
-
-    def __get__(self, rec: TrialRecord | None, owner: type | None = None) -> Phase:
-        if rec is None:
-            return Phase.HELD  # the dataclass default
-        return rec._phase
-
-    def __set__(self, rec: TrialRecord, phase: Phase) -> None:
-        old = rec.__dict__.get("_phase")
-        rec._phase = phase
-        book = rec.__dict__.get("_book")
-        if book is not None and old is not phase:
-            book._refile(rec, old)
+class PhaseError(RuntimeError):
+    """A trial was moved to a phase that may not follow its own (``TRANSITIONS``)."""
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class TrialRecord:
-    """One trial as Fluid sees it.
+    """One trial as Fluid sees it (written by its ``TrialStore`` only).
 
     ``width`` is the width ``w`` held in the GPU plan (the target while resizing), ``actual``
     the width the trial runs at now; ``samples`` are recent ``(seconds, width)`` per
@@ -91,17 +97,20 @@ class TrialRecord:
     is given from then on (its ``c_i = floor(1 / min_share)``). ``priority``: the TrialGroup's
     priority of the trial (its rung: a promoted trial, one a synchronous rung waits on);
     ``budget_resizes``: Fluid's resizes of it since its budget last changed (bounded per rung).
+    ``extras``: its request's resources beside CPUs and GPUs (accelerator type, custom
+    resources), kept in every shape; ``ray_train``: its trainable runs a Ray Train trainer, its
+    width the trainer's workers; ``w_max``: the most width it allows (``None``: no bound).
     """
 
-    trial: Trial
+    trial: Any  # the Tune ``Trial``
     group: int
     until: int | None
-    phase: Phase = _PhaseSlot()  # a Phase, default HELD; the book indexes records by it
-    base_status: str = Trial.PENDING  # what the base scheduler believes while we hold it
+    phase: Phase = Phase.HELD
+    base_status: str = PENDING  # what the base scheduler believes while Fluid holds it
     iteration: int = 0
     width: float | None = None
     actual: float | None = None
-    samples: deque = field(default_factory=lambda: deque(maxlen=5))  # (seconds, width)
+    samples: deque = field(default_factory=deque)  # recent (seconds, width) per iteration
     raw: dict = field(default_factory=dict)  # width -> recent raw seconds per iteration
     fresh_start: bool = True
     checkpoints: bool = False
@@ -114,70 +123,39 @@ class TrialRecord:
     asked: float = 0.0  # GPUs in the trial's own placement group (0: no request)
     w_min: float | None = None  # least width honouring ``asked`` (None: Fluid sizes freely)
     request: Any = None  # the trial's own PlacementGroupFactory, run as is at ``w_min``
-    warned: bool = False  # told the user Fluid resized its request
     min_share: float | None = None  # least GPU share it fits in (it ran out of memory below)
     own_alpha: tuple[float, int] | None = None  # (its own alpha_i, samples it rests on)
     own_beta: tuple[float, int] | None = None  # (its own beta_i, samples it rests on)
     priority: int = 0  # what the algorithm waits on: > 0 never packed (a promoted trial)
     budget_resizes: int = 0  # resizes since its budget (rung) last changed
     extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
-    ray_train: bool = False  # runs a Ray Train trainer: width = its workers (``_ray_train``)
+    ray_train: bool = False  # runs a Ray Train trainer: width = its workers (``_bridge.ray_train``)
     w_max: float | None = None  # most width it allows (None: no bound of its own)
-    # Set by ``TrialBook.add``: the book whose phase index to update, the order of addition.
-    _book: TrialBook | None = field(default=None, init=False, repr=False, compare=False)
-    _seq: int = field(default=0, init=False, repr=False, compare=False)
+    seq: int = field(default=0, init=False, repr=False)  # order of addition (set when filed)
 
     @property
     def trial_id(self) -> str:
         """The Tune trial id."""
         return self.trial.trial_id
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Any field set tells the book (``TrialBook.changed``): the planner then rebuilds this
-        # trial's spec and group membership only, not those of every live trial.
-        object.__setattr__(self, name, value)
-        book = self.__dict__.get("_book")
-        if book is not None:
-            book.changed.add(self.trial.trial_id)
-            if name == "priority":
-                book.reprioritized = True
-            elif name == "until":
-                book.max_until_stale = True
 
-    def touch(self) -> None:
-        """Tell the book that something of the record changed in place (its samples)."""
-        if self._book is not None:
-            self._book.changed.add(self.trial_id)
-
-
-class TrialBook:
-    """Every trial Fluid has seen (insertion order) and every TrialGroup declared."""
+class TrialStore:
+    """Every trial Fluid has seen (insertion order), every TrialGroup declared, and the only
+    writer of both: records change through its calls, which keep the phase index, the
+    transition table and the changes the planner has not taken yet."""
 
     def __init__(self) -> None:
         self.records: dict[str, TrialRecord] = {}
         self.groups: dict[int, TrialGroup] = {}
-        # Records by phase, kept up to date by ``TrialRecord.phase`` (``_PhaseSlot``).
         self._by_phase: dict[Phase, dict[str, TrialRecord]] = {p: {} for p in Phase}
-        # Ids of records added or changed (any field set, or ``touch``) since the planner last
-        # took them (``take_changed``).
-        self.changed: set[str] = set()
-        self.reprioritized = False  # a filed record's priority was set since the planner looked
-        # Called with each record filed (the estimator counts the measured ones as they
-        # come, not by a scan of every record).
-        self.on_add: Callable[[TrialRecord], None] | None = None
-        self._kinds: dict[str, tuple[bool, bool]] = {}  # trainable name -> trainable_kind
-        # The largest budget of any record (``default_until``), counted again only once a
-        # record is added or a budget set: every spec asked for it, a scan of every record.
+        self._changed: set[str] = set()  # ids added or written since ``take_changed``
+        self._reprioritized = False  # a filed record's priority was written since then
+        # The largest budget of any record (``default_until``), counted again only after a
+        # record is added or a budget written: every spec asks for it.
         self._max_until: int | None = None
-        self.max_until_stale = False
+        self._max_until_stale = False
 
-    def kind_of(self, trial: Trial) -> tuple[bool, bool]:
-        """``trainable_kind`` of the trial, looked up once per trainable of the experiment."""
-        kind = self._kinds.get(trial.trainable_name)
-        if kind is None:
-            kind = self._kinds[trial.trainable_name] = trainable_kind(trial)
-        return kind
-
+    # -- reading -----------------------------------------------------------------------
     def get(self, trial_id: str) -> TrialRecord | None:
         """The record of a trial, if seen."""
         return self.records.get(trial_id)
@@ -185,36 +163,10 @@ class TrialBook:
     def __getitem__(self, trial_id: str) -> TrialRecord:
         return self.records[trial_id]
 
-    def add(self, rec: TrialRecord) -> None:
-        """File a new trial's record."""
-        old = self.records.get(rec.trial_id)
-        if old is not None:  # replaced: it keeps the old one's place in the order
-            del self._by_phase[old.phase][old.trial_id]
-            old._book = None
-            rec._seq = old._seq
-        else:
-            rec._seq = len(self.records)
-        self.records[rec.trial_id] = rec
-        rec._book = self
-        self._by_phase[rec.phase][rec.trial_id] = rec
-        self.max_until_stale = True
-        if self.on_add is not None:
-            self.on_add(rec)
-
-    def take_changed(self) -> set[str]:
-        """Ids of the records added or changed since the last call (then forgotten)."""
-        changed, self.changed = self.changed, set()
-        return changed
-
-    def _refile(self, rec: TrialRecord, old: Phase | None) -> None:
-        if old is not None:
-            del self._by_phase[old][rec.trial_id]
-        self._by_phase[rec.phase][rec.trial_id] = rec
-
     def in_phase(self, phases: frozenset[Phase]) -> list[TrialRecord]:
         """Records in any of ``phases``, in the order the trials were added."""
         found = [r for p in phases for r in self._by_phase[p].values()]
-        found.sort(key=_SEQ)
+        found.sort(key=SEQ)
         return found
 
     def count(self, phases: frozenset[Phase]) -> int:
@@ -225,6 +177,86 @@ class TrialBook:
         """Records in any of ``phases``, in no particular order (``in_phase`` sorts them)."""
         return [r for p in phases for r in self._by_phase[p].values()]
 
+    @property
+    def changed(self) -> bool:
+        """Whether any record was added or written since the last ``take_changed``."""
+        return bool(self._changed)
+
+    def take_changed(self) -> tuple[set[str], bool]:
+        """Ids of the records added or written since the last call, and whether a filed
+        record's priority was written meanwhile (both then forgotten)."""
+        changed, self._changed = self._changed, set()
+        reprioritized, self._reprioritized = self._reprioritized, False
+        return changed, reprioritized
+
+    def default_until(self, rec: TrialRecord) -> int:
+        """Budget of a trial without one: the largest known, else one more iteration."""
+        if self._max_until_stale:
+            known = [r.until for r in self.records.values() if r.until is not None]
+            self._max_until, self._max_until_stale = max(known, default=None), False
+        return self._max_until if self._max_until is not None else rec.iteration + 1
+
+    def resizes(self) -> int:
+        """Resizes of all trials."""
+        return sum(r.resizes for r in self.records.values())
+
+    def current_group_name(self) -> str:
+        """Name of the newest group that has trials (``'-'``: none)."""
+        live = [g for g in self.groups.values() if g.name != "rolling" or g.trials]
+        return live[-1].name if live else "-"
+
+    # -- writing -----------------------------------------------------------------------
+    def add(self, rec: TrialRecord) -> None:
+        """File a new record in the phase it was built with (HELD, or DONE when restored)."""
+        old = self.records.get(rec.trial_id)
+        if old is not None:  # replaced: it keeps the old one's place in the order
+            del self._by_phase[old.phase][old.trial_id]
+        object.__setattr__(rec, "seq", old.seq if old is not None else len(self.records))
+        self.records[rec.trial_id] = rec
+        self._by_phase[rec.phase][rec.trial_id] = rec
+        self._changed.add(rec.trial_id)
+        self._max_until_stale = True
+
+    def update(self, rec: TrialRecord, **values: Any) -> None:
+        """Write fields of a record (not its phase: ``move``)."""
+        if "phase" in values:
+            raise ValueError("a record's phase changes through TrialStore.move")
+        for name, value in values.items():
+            object.__setattr__(rec, name, value)
+        if self.records.get(rec.trial_id) is rec:
+            self._changed.add(rec.trial_id)
+            self._reprioritized = self._reprioritized or "priority" in values
+            self._max_until_stale = self._max_until_stale or "until" in values
+
+    def move(self, rec: TrialRecord, phase: Phase, **values: Any) -> None:
+        """Move a filed record to ``phase`` (and write ``values``); ``PhaseError`` if
+        ``phase`` may not follow the record's phase."""
+        old = rec.phase
+        if phase is not old:
+            if phase not in TRANSITIONS[old]:
+                raise PhaseError(f"trial {rec.trial_id}: {phase.name} may not follow {old.name}")
+            del self._by_phase[old][rec.trial_id]
+            self._by_phase[phase][rec.trial_id] = rec
+            object.__setattr__(rec, "phase", phase)
+        self.update(rec, **values)
+
+    def add_sample(self, rec: TrialRecord, seconds: float, width: float, kept: int) -> bool:
+        """Keep one iteration's ``seconds`` at ``width`` (the ``kept`` most recent, and as
+        many per width); returns whether the trial never ran at that width before."""
+        rec.samples.append((seconds, width))
+        if len(rec.samples) > kept:
+            rec.samples.popleft()
+        new = width not in rec.raw
+        rec.raw.setdefault(width, deque(maxlen=kept)).append(seconds)
+        self._changed.add(rec.trial_id)
+        return new
+
+    def log_shape(self, rec: TrialRecord, time: float, width: float | None,
+                  gpus: tuple[int, ...]) -> None:
+        """Note the trial's shape from ``time`` on (its timeline; not a planning input)."""
+        rec.shapes.append((time, width, gpus))
+
+    # -- groups ------------------------------------------------------------------------
     def add_group(self, group: TrialGroup) -> tuple[int, bool]:
         """Declare a group; returns its id and whether budgets of known trials changed.
 
@@ -250,78 +282,30 @@ class TrialBook:
             target.priority[t.trial_id] = prio
             rec = self.records.get(t.trial_id)
             if rec is not None and (rec.group, rec.until) != (gid, group.until[t.trial_id]):
-                rec.group, rec.until = gid, group.until[t.trial_id]
-                rec.budget_resizes = 0  # a new rung: a fresh allowance of resizes
+                # a new rung: a fresh allowance of resizes
+                self.update(rec, group=gid, until=group.until[t.trial_id], budget_resizes=0)
                 changed = True
             if rec is not None and rec.priority != prio:
-                rec.priority, changed = prio, True
+                self.update(rec, priority=prio)
+                changed = True
         return gid, changed
 
-    def group_of_new(self, trial: Trial) -> tuple[int, int | None]:
+    def group_of_new(self, trial: Any, stop_until: int | None) -> tuple[int, int | None]:
         """The group and budget (``until``) of a trial being added.
 
-        A trial no group declared joins one rolling group, its budget from the stop criteria.
+        A trial no group declared joins one rolling group, its budget ``stop_until`` (from the
+        stop criteria).
         """
         for gid in sorted(self.groups, reverse=True):
             if trial.trial_id in self.groups[gid].until:
                 return gid, self.groups[gid].until[trial.trial_id]
-        until = _stop_iteration(trial)
-        self.add_group(TrialGroup([trial], {trial.trial_id: until or 0}, "rolling"))
+        self.add_group(TrialGroup([trial], {trial.trial_id: stop_until or 0}, "rolling"))
         gid = max(g for g in self.groups if self.groups[g].name == "rolling")
-        return gid, until
-
-    def default_until(self, rec: TrialRecord) -> int:
-        """Budget of a trial without one: the largest known, else one more iteration."""
-        if self.max_until_stale:
-            known = [r.until for r in self.records.values() if r.until is not None]
-            self._max_until, self.max_until_stale = max(known, default=None), False
-        return self._max_until if self._max_until is not None else rec.iteration + 1
-
-    def resizes(self) -> int:
-        """Resizes of all trials."""
-        return sum(r.resizes for r in self.records.values())
-
-    def current_group_name(self) -> str:
-        """Name of the newest group that has trials (``'-'``: none)."""
-        live = [g for g in self.groups.values() if g.name != "rolling" or g.trials]
-        return live[-1].name if live else "-"
+        return gid, stop_until
 
 
-_SEQ = operator.attrgetter("_seq")
-
-
-def new_record(trial: Trial, group: int, until: int | None, elastic: bool | None,
-               kind: tuple[bool, bool], resize_requests: bool = False) -> TrialRecord:
-    """The record of a trial Fluid sees for the first time.
-
-    ``elastic``: ``True``/``False`` for every trainable, ``None`` asks the trainable's class
-    (``fluid.train.elastic`` marks it). ``kind``: what ``trainable_kind`` says of its class.
-    ``resize_requests``: a trial that asked for GPUs may get fewer (otherwise it gets at least
-    what it asked for).
-    """
-    pgf = trial.placement_group_factory
-    rec = TrialRecord(trial, group, until, cpus=cpus_of(pgf),
-                      elastic=kind[0] if elastic is None else elastic,
-                      function=kind[1], asked=width_of(pgf), extras=extras_of(pgf.bundles))
-    if rec.asked > 0 and not resize_requests:
-        rec.w_min = request_width(rec.asked)
-        rec.request = None if rec.elastic else pgf
-    return rec
-
-
-def trainable_kind(trial: Trial) -> tuple[bool, bool]:
-    """Whether the trial's trainable class is elastic (a gang may run it) and whether it is a
-    function trainable (it checkpoints only when it says so). Looking the class up in Ray's
-    registry takes about a millisecond: ``TrialBook.kind_of`` keeps it per trainable."""
-    try:
-        cls = trial.get_trainable_cls()
-    except Exception:  # an unregistered trainable: no gang, checkpoints only when it says so
-        return False, True
-    if not isinstance(cls, type):  # a stub trial (no trainable): as unregistered
-        return False, True
-    from ray.tune.trainable.function_trainable import FunctionTrainable
-
-    return is_elastic_class(cls), issubclass(cls, FunctionTrainable)
+#: Records in the order they were added.
+SEQ = operator.attrgetter("seq")
 
 
 def by_group(recs: list[TrialRecord]) -> dict[int, list[TrialRecord]]:
@@ -330,9 +314,3 @@ def by_group(recs: list[TrialRecord]) -> dict[int, list[TrialRecord]]:
     for r in recs:
         out.setdefault(r.group, []).append(r)
     return out
-
-
-def _stop_iteration(trial: Trial) -> int | None:
-    stop = trial.stopping_criterion or {}
-    value = stop.get("training_iteration")
-    return int(value) if value is not None else None

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fluid.core import O_TH, S_TH, fit_alpha, fit_beta, packing_limit, scaling_limit
-from fluid.tune._shapes import is_elastic_class, shape_for
+from fluid.tune._bridge.shapes import is_elastic_class, shape_for
 
 #: Where profiles are cached unless ``cache`` says otherwise.
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "fluid", "profiles.json")
@@ -168,25 +168,14 @@ def profile(
         max_pack: measure 1 .. max_pack trials on one GPU, >= 1.
         max_workers: measure gangs of 1 .. max_workers GPUs (elastic trainables only), >= 1.
         cpus_per_trial: CPUs of each profiling trial (and of each gang worker).
-        o_th, s_th: thresholds for ``c`` and ``d`` (see ``fluid.core.overheads``).
+        o_th, s_th: thresholds for ``c`` and ``d`` (see ``fluid.core.overheads``): what the
+            hardware allows for a group's makespan; FluidExecutor packs under its own, stricter
+            ``Tunables.o_th`` and takes the profile's ``c`` as a cap (``fluid.core.tunables``).
         cache: JSON cache file; ``None`` disables caching.
         refresh: measure again even when the cache has this key.
         progress: called with a line of text before each measurement.
     """
-    for name, value, low in (("iterations", iterations, 2), ("max_pack", max_pack, 1),
-                             ("max_workers", max_workers, 1)):
-        if int(value) != value or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    import ray
-    from ray import tune
-
-    if not ray.is_initialized():
-        raise RuntimeError("profile() needs a running Ray instance (ray.init(num_gpus=...))")
-    gpus = ray.cluster_resources().get("GPU", 0)
-    if gpus < max(1, max_workers):
-        raise ValueError(
-            f"max_workers={max_workers} needs {max_workers} GPUs; the cluster has {gpus:g}"
-        )
+    _check_setup(iterations, max_pack, max_workers)
     device = device_model()
     key = cache_key(trainable, config, device)
     if cache and not refresh and key in (cached := _load_cache(cache)):
@@ -196,24 +185,7 @@ def profile(
     storage = tempfile.mkdtemp(prefix="fluid-profile-")
 
     def timed(copies: int, pgf: Any) -> float:
-        # tune.with_resources marks a function trainable itself; a mark left behind would be
-        # a GPU request that FluidExecutor honours later, so the function is given back as is.
-        before = getattr(trainable, "_resources", None)
-        try:
-            analysis = tune.run(
-                tune.with_resources(trainable, pgf),
-                config={**config, "_fluid_profile_copy": tune.grid_search(list(range(copies)))},
-                stop={"training_iteration": iterations},
-                storage_path=storage,
-                verbose=0,
-            )
-        finally:
-            if isinstance(trainable, types.FunctionType):
-                if before is None:
-                    vars(trainable).pop("_resources", None)
-                else:
-                    trainable._resources = before
-        return _mean_iteration_time(analysis)
+        return _run_copies(trainable, config, copies, pgf, iterations, storage)
 
     pack_times: dict[int, float] = {}
     for p in range(1, max_pack + 1):
@@ -238,6 +210,48 @@ def profile(
     if cache:
         _store(cache, key, prof)
     return prof
+
+
+def _check_setup(iterations: int, max_pack: int, max_workers: int) -> None:
+    """A clear error for a bad argument, no Ray instance or too few GPUs."""
+    for name, value, low in (("iterations", iterations, 2), ("max_pack", max_pack, 1),
+                             ("max_workers", max_workers, 1)):
+        if int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    import ray
+
+    if not ray.is_initialized():
+        raise RuntimeError("profile() needs a running Ray instance (ray.init(num_gpus=...))")
+    gpus = ray.cluster_resources().get("GPU", 0)
+    if gpus < max(1, max_workers):
+        raise ValueError(
+            f"max_workers={max_workers} needs {max_workers} GPUs; the cluster has {gpus:g}"
+        )
+
+
+def _run_copies(trainable: Any, config: dict[str, Any], copies: int, pgf: Any,
+                iterations: int, storage: str) -> float:
+    """Mean iteration time of ``copies`` copies of the trial run at once, each in ``pgf``."""
+    from ray import tune
+
+    # tune.with_resources marks a function trainable itself; a mark left behind would be a GPU
+    # request that FluidExecutor honours later, so the function is given back as it was.
+    before = getattr(trainable, "_resources", None)
+    try:
+        analysis = tune.run(
+            tune.with_resources(trainable, pgf),
+            config={**config, "_fluid_profile_copy": tune.grid_search(list(range(copies)))},
+            stop={"training_iteration": iterations},
+            storage_path=storage,
+            verbose=0,
+        )
+    finally:
+        if isinstance(trainable, types.FunctionType):
+            if before is None:
+                vars(trainable).pop("_resources", None)
+            else:
+                trainable._resources = before
+    return _mean_iteration_time(analysis)
 
 
 def _as_class(trainable: Any) -> type | None:

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from hypothesis import strategies as st
 
 from fluid.core import GpuPool, GroupSchedule, PolicyConfig, TrialSpec
-from fluid.core.model import WIDTH_TOL, is_packed
+from fluid.core.model import is_packed
+from fluid.core.tolerances import WIDTH_TOL
 
 TOL = 1e-9
 

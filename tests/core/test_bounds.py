@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fluid.core import PolicyConfig, TrialSpec, best_found, lower_bound
+from fluid.core import PolicyConfig, TrialSpec, best_found, lower_bound, policy_lower_bound
 from fluid.core.bounds import BEST_MAX_GPUS, BEST_MAX_TRIALS
 from fluid.core.groupsim import simulate_group
 from fluid.core.instance import figure5
@@ -31,6 +31,30 @@ def test_lower_bound_area_and_longest_trial() -> None:
     # Longest: one 100 s trial on d = 2 GPUs with beta = 1.25 -> 62.5 s.
     assert lower_bound([TrialSpec("t", 100.0, beta=1.25)], 8, PolicyConfig(d=2)) == 62.5
     assert lower_bound([], 4, PolicyConfig()) == 0.0
+
+
+def test_the_lower_bound_is_over_every_width_the_instance_allows() -> None:
+    # 16 GPUs, the group's d = 8; beta 1.096 gives d_i = 7 (an 8th worker adds less than
+    # s_th), yet 8 GPUs are allowed and end the trial sooner: 3.199 s, not 3.335 s.
+    trials = [TrialSpec("t", 13.47, beta=1.096), TrialSpec("u", 1.0), TrialSpec("v", 1.0)]
+    config = PolicyConfig(d=8)
+    assert config.d_of(trials[0], 16) == 7
+    assert lower_bound(trials, 16, config) == pytest.approx(13.47 / 8 * 1.096**7)
+    assert policy_lower_bound(trials, 16, config) == pytest.approx(13.47 / 7 * 1.096**6)
+    # Packing: c_max trials per GPU are allowed whatever alpha_i says: 4 trials at half a GPU,
+    # 0.5 x 5 x 1.25 GPU-seconds each, on 4 GPUs (the policy's c_i = 1 gives 5 s).
+    packed = [TrialSpec(f"p{i}", 5.0, alpha=1.25) for i in range(4)]
+    assert lower_bound(packed, 4, PolicyConfig(c_max=2, o_th=0.4)) == pytest.approx(
+        4 * 0.5 * 5.0 * 1.25 / 4)
+    assert policy_lower_bound(packed, 4, PolicyConfig(c_max=2, o_th=0.4)) == 5.0
+
+
+@given(trials=trial_lists(max_size=4, limits=True), n=st.integers(1, 5), config=configs())
+@settings(max_examples=60, deadline=None)
+def test_the_lower_bound_is_never_above_the_policys_own(
+    trials: list[TrialSpec], n: int, config: PolicyConfig
+) -> None:
+    assert lower_bound(trials, n, config) <= policy_lower_bound(trials, n, config) * (1 + 1e-12)
 
 
 def test_best_found_is_none_beyond_its_limits() -> None:

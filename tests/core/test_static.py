@@ -14,7 +14,6 @@ from fluid.core import (
     RunningTrial,
     TrialSpec,
     dynamic_fluid,
-    hand_out,
     start_in_order,
     static_fluid,
     water_fill,
@@ -22,7 +21,7 @@ from fluid.core import (
 from fluid.core.groupsim import simulate_group
 from fluid.core.instance import figure5
 from fluid.core.model import is_packed
-from fluid.core.static import widen_shares
+from fluid.core.static import _hand_out, _widen_shares
 
 from .strategies import assert_pool_feasible, configs, trial_lists
 from .test_static_reference import reference_widths
@@ -32,6 +31,7 @@ def test_figure5_widths_and_placement() -> None:
     inst = figure5()
     pool = GpuPool(inst.gpus)
     plan = static_fluid(inst.trials, pool, inst.config)
+    pool = plan.pool
     assert plan.widths == {"a4": 3.0, "a3": 1.0, "a1": 0.5, "a2": 0.5}
     assert [a.trial_id for a in plan.started] == ["a4", "a3", "a1", "a2"]
     assert plan.waiting == []
@@ -66,6 +66,7 @@ def test_water_fill_over_the_capacity_the_group_can_get() -> None:
     pool.place("other", 3.0)
     trials = [TrialSpec("a", 30.0), TrialSpec("b", 10.0)]
     plan = static_fluid(trials, pool, PolicyConfig(c=2, d=4))
+    pool = plan.pool
     assert plan.widths == {"a": 0.5, "b": 0.5}  # not 3 and 1 as over all 4 GPUs
     assert pool.placement()[3] == [("a", 0.5), ("b", 0.5)]
 
@@ -76,11 +77,13 @@ def test_idle_gpus_go_to_the_trial_that_would_end_last() -> None:
     trials = [TrialSpec(t, 10.0) for t in "abc"]
     pool = GpuPool(4)
     plan = static_fluid(trials, pool, PolicyConfig(c=2, d=4))
+    pool = plan.pool
     assert sorted(plan.widths.values()) == [1.0, 1.0, 2.0]
     assert pool.idle_count() == 0
     # No GPU is handed to a trial that cannot use it (d = 1).
     pool = GpuPool(4)
     plan = static_fluid(trials, pool, PolicyConfig(c=2, d=1))
+    pool = plan.pool
     assert plan.widths == {"a": 1.0, "b": 1.0, "c": 1.0} and pool.idle_count() == 1
 
 
@@ -89,13 +92,13 @@ def test_hand_out_only_when_it_pays_for_the_cost() -> None:
     for cost, grows in ((3.9, True), (4.0, False)):
         pool = GpuPool(2)
         pool.place("a", 1.0)
-        grown = hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
+        grown = _hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
         assert (grown == {"a": 2.0}) == grows  # h(2) + cost < h(1) = 8 iff cost < 4
     # Scaling overhead: a second GPU that slows the trial down is not given.
     slow = TrialSpec("s", 8.0, beta=2.5)
     pool = GpuPool(2)
     pool.place("s", 1.0)
-    assert hand_out([(slow, 1.0, 0.0)], pool, PolicyConfig(d=4)) == {}
+    assert _hand_out([(slow, 1.0, 0.0)], pool, PolicyConfig(d=4)) == {}
 
 
 def test_trials_that_do_not_fit_wait_and_later_ones_still_start() -> None:
@@ -103,10 +106,11 @@ def test_trials_that_do_not_fit_wait_and_later_ones_still_start() -> None:
     pool = GpuPool(4)
     pool.place("other", 0.5, c=2)  # 3 whole GPUs and half a GPU left
     plan = static_fluid(trials, pool, PolicyConfig(c=2))
+    pool = plan.pool
     # Water-filled over 3.5: big gets floor(2.3) = 2, mid floor(1.15) = 1, s 1/2.
     assert plan.widths == {"big": 2.0, "mid": 1.0, "s": 0.5}
     assert plan.waiting == []
-    started, waiting = start_in_order(
+    started, waiting, _ = start_in_order(
         [(TrialSpec("x", 1.0), 2.0), (TrialSpec("y", 1.0), 0.5)], GpuPool(1), PolicyConfig(c=2)
     )
     assert [a.trial_id for a in started] == ["y"] and [s.id for s, _ in waiting] == ["x"]
@@ -136,6 +140,7 @@ def test_placement_is_feasible(
         others[other.id] = other
         pool.place(other.id, [1.0, 0.5][i % 2], c=2)
     plan = static_fluid(trials, pool, config)
+    pool = plan.pool
     specs = {t.id: t for t in trials} | others
     assert_pool_feasible(pool, specs, config)
     # Every trial is either started (on GPUs matching its width) or waiting, never both.
@@ -161,6 +166,7 @@ def test_a_packed_trial_alone_on_its_gpu_takes_all_of_it() -> None:
     pool = GpuPool(3)
     trials = [TrialSpec("t0", 73.0), TrialSpec("t1", 30.0, alpha=1.95)]
     plan = static_fluid(trials, pool, PolicyConfig(c=4))
+    pool = plan.pool
     assert plan.widths == {"t0": 2.0, "t1": 1.0}
     assert pool.where("t1") == (2,)
 
@@ -183,6 +189,7 @@ def test_w_min_is_a_floor_of_every_plan() -> None:
     pool.place("asked", 2.0)
     pool.place("long", 1.0)
     plan = dynamic_fluid([RunningTrial(long, 1.0), RunningTrial(asked, 2.0)], [], pool, config)
+    pool = plan.pool
     assert all(r.new_width >= 2.0 for r in plan.resized if r.trial_id == "asked")
     assert pool.share_of("asked") == 2.0
 
@@ -197,6 +204,7 @@ def test_a_packed_trial_that_would_end_last_gets_a_whole_gpu() -> None:
     config = PolicyConfig(c=4, d=1)
     pool = GpuPool(2)
     plan = static_fluid(trials, pool, config)
+    pool = plan.pool
     assert plan.widths == {"t2": 1.0, "t1": 0.25, "t0": 0.5, "t3": 0.25}
     assert pool.placement() == {0: [("t2", 1.0)], 1: [("t1", 0.25), ("t0", 0.5)]}
     assert plan.waiting == ["t3"]
@@ -211,6 +219,7 @@ def test_the_unused_share_of_a_gpu_goes_to_the_trial_that_pays_for_packing() -> 
               TrialSpec("t3", 33.0, alpha=1.111)]
     pool = GpuPool(1)
     plan = static_fluid(trials, pool, PolicyConfig(c=6))
+    pool = plan.pool
     assert plan.widths["t3"] == 0.5 and [a.width for a in plan.started if a.trial_id == "t3"] == [0.5]
     assert sum(share for _, share in pool.placement()[0]) == pytest.approx(1.0)
     # widen_shares: the one that would end last widens first, to the widest share that fits.
@@ -219,10 +228,10 @@ def test_the_unused_share_of_a_gpu_goes_to_the_trial_that_pays_for_packing() -> 
     for tid in ("a", "b", "free"):
         pool.place(tid, 0.25, c=4)
     # b would end last (30 x 1.2^3 > 10 x 1.5^3): 1/2; nothing is left for a.
-    assert widen_shares([a, b, TrialSpec("free", 5.0)], pool) == {"b": 0.5}
+    assert _widen_shares([a, b, TrialSpec("free", 5.0)], pool) == {"b": 0.5}
     assert pool.placement() == {0: [("a", 0.25), ("b", 0.5), ("free", 0.25)]}
     pool.release("b")
-    assert widen_shares([TrialSpec("free", 5.0)], pool) == {}  # alpha 1 gains nothing
+    assert _widen_shares([TrialSpec("free", 5.0)], pool) == {}  # alpha 1 gains nothing
 
 
 def test_a_packed_trial_alone_takes_its_gpu_while_the_others_cannot_fit() -> None:
@@ -232,6 +241,7 @@ def test_a_packed_trial_alone_takes_its_gpu_while_the_others_cannot_fit() -> Non
     config = PolicyConfig(c=3, d=5)
     pool = GpuPool(1)
     plan = static_fluid(trials, pool, config)
+    pool = plan.pool
     assert plan.widths["t1"] == 1.0 and plan.waiting == ["t0"]
     assert simulate_group(trials, 1, config, "dynamic").makespan == pytest.approx(506.0)
 
@@ -244,7 +254,7 @@ def test_one_restart_pays_for_several_gpus() -> None:
     for cost, grows in ((20.0, True), (15.0, True), (30.0, False)):
         pool = GpuPool(4)
         pool.place("long", 1.0)
-        grown = hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
+        grown = _hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
         # 20 s: the least width that pays is 3 GPUs (40 - 14.0 = 26 s), then a fourth GPU
         # gains more at no further cost; 15 s: 2 GPUs pay, then 3 and 4 follow; 30 s: none.
         assert grown == ({"long": 4.0} if grows else {})
@@ -253,5 +263,5 @@ def test_one_restart_pays_for_several_gpus() -> None:
     # here, where a gang of 2 (40 / 2 x 1.3 = 26 s) does not pay for a cost of 15 s.
     pool = GpuPool(3)
     pool.place("share", 0.5, c=2)
-    grown = hand_out([(TrialSpec("share", 40.0, beta=1.3), 0.5, 15.0)], pool, PolicyConfig(d=3))
+    grown = _hand_out([(TrialSpec("share", 40.0, beta=1.3), 0.5, 15.0)], pool, PolicyConfig(d=3))
     assert grown == {"share": 3.0} and len(pool.where("share")) == 3

@@ -17,7 +17,7 @@ import pytest
 
 from fluid.core import GpuPool, PolicyConfig, TrialSpec, start_in_order, static_fluid
 from fluid.core.model import is_packed
-from fluid.core.static import hand_out
+from fluid.core.static import _hand_out
 
 TOL = 1e-9
 
@@ -246,6 +246,7 @@ def test_static_fluid_matches_the_reference(seed: int) -> None:
     trials, gpus, memory, config, others = random_instance(np.random.default_rng(seed))
     pool, naive = _pools(gpus, memory, others)
     plan = static_fluid(trials, pool, config)
+    pool = plan.pool
 
     n = len(naive.idle()) + sum(
         1 - naive.used(g)
@@ -279,13 +280,15 @@ def test_start_in_order_matches_the_reference(seed: int) -> None:
     pool, naive = _pools(gpus, memory, others)
     widths = [float(rng.choice([1 / 6, 0.25, 1 / 3, 0.5, 1.0, 2.0, 3.0])) for _ in trials]
     queue = [(t, w) for t, w in zip(trials, widths, strict=True)]
-    started, waiting = start_in_order(iter(queue), pool, config)
+    before = pool.placement()
+    started, waiting, after = start_in_order(iter(queue), pool, config)
+    assert pool.placement() == before  # the pool given is not changed
     expected = [(t.id, naive.place(t.id, w, config.c_of(t), t.memory)) for t, w in queue]
     assert [(a.trial_id, a.gpus) for a in started] == [(t, g) for t, g in expected if g]
     assert [(s.id, w) for s, w in waiting] == [
         (t.id, w) for (t, w), (_, g) in zip(queue, expected, strict=True) if g is None
     ]
-    assert pool.placement() == naive.placement()
+    assert after.placement() == naive.placement()
 
 
 @pytest.mark.parametrize("seed", range(150))
@@ -296,7 +299,7 @@ def test_hand_out_with_resize_costs_matches_the_reference(seed: int) -> None:
     trials, gpus, memory, config, others = random_instance(rng)
     pool, naive = _pools(gpus, memory, others)
     widths = [float(rng.choice([1 / 6, 0.25, 1 / 3, 0.5, 1.0, 2.0])) for _ in trials]
-    started, _ = start_in_order(iter(zip(trials, widths, strict=True)), pool, config)
+    started, _, pool = start_in_order(iter(zip(trials, widths, strict=True)), pool, config)
     for t, w in zip(trials, widths, strict=True):
         naive.place(t.id, w, config.c_of(t), t.memory)  # the same (the test above)
     gone = {a.trial_id for a in started if rng.random() < 0.3}
@@ -312,6 +315,6 @@ def test_hand_out_with_resize_costs_matches_the_reference(seed: int) -> None:
     # Some costs near half a trial's runtime: one more GPU then rarely pays, several may.
     costs = {s.id: float(rng.choice([0.0, rng.uniform(0.0, 50.0),
                                      s.runtime * rng.uniform(0.3, 0.7)])) for s, _ in kept}
-    grown = hand_out([(s, w, costs[s.id]) for s, w in kept], pool, config)
+    grown = _hand_out([(s, w, costs[s.id]) for s, w in kept], pool, config)
     assert grown == reference_hand_out(kept, naive, config, costs)
     assert pool.placement() == naive.placement()

@@ -8,23 +8,15 @@ from ray.tune.experiment import Trial
 from fluid.schedulers import HyperBandForBOHB, HyperBandScheduler, SyncBOHB
 
 
-class _Recorder:
-    """Stands in for the FluidExecutor: records the groups a scheduler declares."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def add_group(self, group) -> None:
-        self.names.append(group.name)
-
-
 def _declared(cls, n: int) -> list[str]:
     sched = cls(time_attr="training_iteration", metric="m", mode="max", max_t=27,
                 reduction_factor=3)
-    sched._fluid_executor = rec = _Recorder()
+    sched.collect_trial_groups()  # as FluidExecutor does
+    names = []
     for i in range(n):
         sched.on_trial_add(None, Trial("__fake", config={}, trial_id=f"t{i}", stub=True))
-    return list(dict.fromkeys(rec.names))  # distinct, in order
+        names += [g.name for g in sched.take_trial_groups()]
+    return list(dict.fromkeys(names))  # distinct, in order
 
 
 @pytest.mark.parametrize("cls", [HyperBandScheduler, HyperBandForBOHB, SyncBOHB])

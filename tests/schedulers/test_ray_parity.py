@@ -150,7 +150,7 @@ def test_pbt_under_fluid_decides_as_rays_with_the_users_synch(synch):
     def fluid_pbt():
         pbt = _pbt(PopulationBasedTraining, time_attr="training_iteration", interval=2,
                    synch=synch)
-        pbt._fluid_executor = _Recorder()
+        pbt.collect_trial_groups()  # as FluidExecutor does
         return pbt
 
     script = [("add", i, None) for i in range(4)]
@@ -160,7 +160,9 @@ def test_pbt_under_fluid_decides_as_rays_with_the_users_synch(synch):
     out, sched = _same(lambda: _pbt(RayPBT, time_attr="training_iteration", interval=2,
                                     synch=synch), fluid_pbt, script, n=4)
     assert set(out) - {None} - {"CONTINUE"}  # perturbations happened (PAUSE or NOOP)
-    assert sched._fluid_executor.groups and all(g.keep_shape for g in sched._fluid_executor.groups)
+    groups = sched.take_trial_groups()
+    assert groups and all(g.keep_shape for g in groups)
+    assert sched.take_trial_groups() == []  # taken once
 
 
 # --------------------------------------------------------------------------- HyperBand
@@ -180,35 +182,35 @@ def test_hyperband_in_seconds():
 # --------------------------------------------------------------------------- the groups
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.groups: list[TrialGroup] = []
-
-    def add_group(self, group: TrialGroup) -> None:
-        self.groups.append(group)
+def test_groups_are_kept_only_for_a_fluid_executor_and_taken_once():
+    sched = ASHAScheduler(**ASHA_SECONDS)
+    (t,) = _trials(1)
+    sched.on_trial_add(_controller([t]), t)
+    assert sched.take_trial_groups() == []  # under plain Tune: nothing kept
 
 
 def test_groups_budget_in_the_algorithms_unit():
     """With ``time_attr`` in seconds, budgets stay seconds and iterations are estimated."""
     sched = ASHAScheduler(**ASHA_SECONDS)
-    sched._fluid_executor = rec = _Recorder()
+    sched.collect_trial_groups()
     (t,) = _trials(1)
     tc = _controller([t])
     sched.on_trial_add(tc, t)
-    first = rec.groups[-1]
+    (first,) = sched.take_trial_groups()
     assert (first.time_attr, first.budget, first.until) == (
         "time_total_s", {t.trial_id: 0.5}, {t.trial_id: None})  # no progress known yet
     sched.on_trial_result(tc, t, {"time_total_s": 0.6, "training_iteration": 2, "acc": 1.0})
-    group = rec.groups[-1]
+    group = sched.take_trial_groups()[-1]
     assert group.budget == {t.trial_id: 1.0}  # the next rung, in seconds
     assert group.until == {t.trial_id: 4}  # 1.0 s at 0.3 s an iteration
 
     pbt = _pbt(PopulationBasedTraining)
-    pbt._fluid_executor = rec
+    pbt.collect_trial_groups()
     pbt.on_trial_add(tc, t)
-    assert rec.groups[-1].budget == {t.trial_id: 0.5}
+    (population,) = pbt.take_trial_groups()
+    assert population.budget == {t.trial_id: 0.5}
     # The population keeps plain Tune's shapes and timing; no barrier (docs/design.md, rule 8).
-    assert rec.groups[-1].keep_shape and not rec.groups[-1].sync
+    assert population.keep_shape and not population.sync
 
 
 @pytest.mark.parametrize(("budget", "attr", "result", "expected"), [

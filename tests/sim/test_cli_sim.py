@@ -35,7 +35,8 @@ def test_simulate_json_has_the_fields_and_speedups(capsys):
         if len(ratios) == 2:
             low, high = data["speedup_ci95"][key]
             assert min(ratios) <= low <= mean <= high <= max(ratios)
-    assert set(data["best_metric"]) == {"tune", "resource_changing", "fluid_static", "fluid"}
+    assert set(data["best_metric"]) == {"tune", "tune_tuned", "resource_changing",
+                                        "fluid_static", "fluid_one_gpu", "fluid"}
     assert all(0 < v <= 1 for v in data["best_metric"].values())  # an accuracy-like metric
     assert data["resizes_per_trial"]["tune"] is None
     assert data["resizes_per_trial"]["fluid_static"] == 0
@@ -44,7 +45,42 @@ def test_simulate_json_has_the_fields_and_speedups(capsys):
     bound = [r for r in data["results"] if r["executor"] == "lower_bound"]
     for t, b in zip(tune, bound, strict=True):
         assert b["makespan"] <= t["makespan"]
-    assert "4/8" in err or "done" in err  # the progress bar
+    assert "4/12" in err or "done" in err  # the progress bar
+    # HyperBand on random configs has no searcher to limit: the careful user's Tune is Tune.
+    tuned = [r for r in data["results"] if r["executor"] == "tune_tuned"]
+    assert [{**r, "executor": "tune"} for r in tuned] == tune
+
+
+def test_scoreboard_fields_and_baselines(capsys):
+    code = main(["simulate", "--algorithm", "hyperopt", "--workload", "synthetic", "--gpus", "4",
+                 "--seeds", "3", "--samples", "8", "--max-t", "9", "--target", "0.6", "--alpha", "1.05",
+                 "--beta", "1.05", "--baselines", "tune,tune_tuned,fluid_one_gpu",
+                 "--no-progress", "--json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["executors"] == ["tune", "tune_tuned", "fluid_one_gpu", "fluid"]
+    assert {r["executor"] for r in data["results"]} == {*data["executors"], "lower_bound"}
+    for name, slow in (("fluid_vs_tune", "tune"), ("fluid_vs_tune_tuned", "tune_tuned"),
+                       ("shape_gain", "fluid_one_gpu")):
+        times = {(r["executor"], r["seed"]): r["time_to_target"] for r in data["results"]}
+        expect = {str(s): times[(slow, s)] / times[("fluid", s)] for s in range(3)
+                  if times[(slow, s)] and times[("fluid", s)]}
+        assert data[f"{name}_per_seed"] == pytest.approx(expect)
+        assert data[name] == data["speedup"][name]
+        assert data[f"{name}_ci95"] == data["speedup_ci95"][name]
+        if len(expect) > 1:
+            low, high = data[f"{name}_ci95"]
+            assert low <= data[name] <= high
+    assert data["speedup"]["fluid_vs_resource_changing"] is None  # not run
+    # HyperOpt is a model-based searcher: the careful user's Tune runs, with a concurrency
+    # limit, and so differs from plain Tune.
+    tune = [r["makespan"] for r in data["results"] if r["executor"] == "tune"]
+    tuned = [r["makespan"] for r in data["results"] if r["executor"] == "tune_tuned"]
+    assert tune != tuned
+    assert data["shape_gain_per_seed"]  # the target was reached
+    assert main(["simulate", "--algorithm", "grid", "--workload", "synthetic",
+                 "--baselines", "tune,foo"]) == 2
+    assert "--baselines" in capsys.readouterr().err
 
 
 def test_simulate_table(capsys):
@@ -85,3 +121,13 @@ def test_bench_sim_small(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["executor"] for r in rows] == ["tune", "fluid"]
     assert all(r["trials"] == 40 and r["wall_s"] > 0 for r in rows)
+
+
+def test_simulate_says_in_one_line_when_ray_is_too_old(monkeypatch, capsys):
+    import ray
+
+    monkeypatch.setattr(ray, "__version__", "2.55.1")
+    assert main(["simulate", "--algorithm", "grid", "--workload", "synthetic", "--gpus", "4",
+                 "--seeds", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "found ray 2.55.1" in err[0] and "ray[tune]>=2.57" in err[0], err

@@ -126,3 +126,27 @@ def test_a_scheduler_that_never_resumes_its_trial_is_reported_as_a_hang():
     assert r.stalled
     ok = run_experiment("asha", w, "resource_changing", seed=0, gpus=8, samples=12)
     assert not ok.stalled
+
+
+def test_fluid_one_gpu_keeps_every_trial_on_one_gpu(monkeypatch):
+    from fluid.sim import cluster as cluster_mod
+    from fluid.sim.experiment import run_experiment
+    from fluid.sim.workloads import get_workload
+
+    widths: list[float] = []
+    place = cluster_mod.SimCluster.place
+
+    def recording(self, trial_id, pgf, *args, **kwargs):
+        widths.append(cluster_mod.pgf_width(pgf))
+        return place(self, trial_id, pgf, *args, **kwargs)
+
+    monkeypatch.setattr(cluster_mod.SimCluster, "place", recording)
+    # Packing nearly free and gangs nearly perfect, fewer trials than GPUs: Fluid shapes them.
+    w = get_workload("synthetic", iter_time=5.0, spread=0.5, alpha=1.02, beta=1.02, max_t=6,
+                     trials=3)
+    run_experiment("grid", w, "fluid", 0, 8)
+    assert any(x != 1.0 for x in widths)
+    widths.clear()
+    result = run_experiment("grid", w, "fluid_one_gpu", 0, 8)
+    assert widths and set(widths) == {1.0}
+    assert result.resizes == 0

@@ -8,9 +8,9 @@ import pytest
 from ray.tune.schedulers import FIFOScheduler
 
 from fluid.cli import main
+from fluid.core import Tunables
 from fluid.sim import SimClock, SimCluster, build_executor, get_workload
 from fluid.sim.experiment import profiled_overheads, run_experiment
-from fluid.tune._estimator import PRIOR_ALPHA, PRIOR_BETA
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_with_a_profile_fluid_gets_the_profiled_overheads(workload):
 
 def test_without_a_profile_fluid_starts_from_its_defaults(workload):
     ex = _executor(workload, profile=False)
-    assert (ex.alpha, ex.beta) == (PRIOR_ALPHA, PRIOR_BETA)  # conservative: never packs
+    assert (ex.alpha, ex.beta) == (Tunables.prior_alpha, Tunables.prior_beta)  # never packs
     assert ex.policy.c is None and ex.policy.d is None and ex.policy.gpu_memory is None
     assert ex.options.elastic is True and ex.options.dynamic is True
 

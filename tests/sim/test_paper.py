@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 import fluid.sim
-from fluid.sim.experiment import Comparison, RunResult
 from fluid.sim.paper import figure12, speedup_cell
+from fluid.sim.results import Comparison, RunResult
 
 SIM = Path(fluid.sim.__file__).parent
 

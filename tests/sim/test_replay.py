@@ -56,7 +56,12 @@ def test_cli_replay_json(results_dir, capsys):
                  "--json", "--seeds", "1", "--no-progress"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {"fluid_vs_tune", "fluid_vs_resource_changing"} <= set(data["speedup"])
-    assert len(data["results"]) == 5  # 4 executors and the lower bound
+    assert data["executors"] == ["tune", "tune_tuned", "resource_changing", "fluid_static",
+                                 "fluid_one_gpu", "fluid"]
+    assert len(data["results"]) == 7  # 6 executors and the lower bound
+    # A replay's fixed trial list has no searcher to limit: the careful user's Tune is Tune.
+    rows = {r["executor"]: r for r in data["results"]}
+    assert {**rows["tune_tuned"], "executor": "tune"} == rows["tune"]
 
 
 def test_replay_of_a_missing_directory(tmp_path, capsys):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,39 +46,69 @@ def test_no_truth_module_imports_the_policy_core():
         assert len(f.read_text().splitlines()) < 500
 
 
-def _work(compute=0.02, overhead=0.005, occ=0.5, grad=4e7, bw=1.25e9, mem=2.0, **kw):
-    return Work(50_000, 100, StepCost(compute, overhead, occ), grad, bw, 5e-5, mem,
-                PerfParams(**kw))
+def _work(flops=1e8, batch=100, grad=4e7, bw=1.25e9, mem=2.0, **kw):
+    return Work(50_000, batch, flops, 16.3e12, grad, bw, 5e-5, mem, PerfParams(**kw))
 
 
 def test_solo_step_saturates_with_flops():
     p = PerfParams()
-    small, big = solo_step(1e9, 16.3e12, p), solo_step(1e12, 16.3e12, p)
+    small, big = solo_step(1e9, 16.3e12, p), solo_step(1e13, 16.3e12, p)
     assert small.occupancy < 0.1 < 0.9 < big.occupancy
     # Per FLOP, big steps are cheaper: the GPU is better used.
-    assert big.compute_s / 1e12 < small.compute_s / 1e9
+    assert big.compute_s / 1e13 < small.compute_s / 1e9
 
 
-def test_packing_emerges_from_occupancy_and_idle_time():
-    light = StepCost(0.01, 0.01, 0.3)
-    heavy = StepCost(0.05, 0.001, 1.0)
-    p = PerfParams(mps_interference=0.0)
-    # Light trials leave most of the GPU free: 4 of them run almost as fast as one.
-    assert packed_steps([light] * 4, p)[0] == pytest.approx(light.seconds, rel=0.05)
+def _gain(step, k, p):
+    return k * step.seconds / packed_steps([step] * k, p)[0]
+
+
+def test_packing_pays_for_idle_gpus_and_not_for_full_ones():
+    half_idle = StepCost(0.01, 0.01, 0.3)
+    full = StepCost(0.05, 0.0, 1.0)
+    ts = PerfParams(sharing="timeslice", contention=0.0)
+    # Time-slicing fills the idle half of the GPU: two such trials run as fast as one.
+    assert _gain(half_idle, 2, ts) == pytest.approx(2.0)
+    # ...and no more: a third waits for the GPU.
+    assert _gain(half_idle, 3, ts) == pytest.approx(2.0)
     # A trial that fills the GPU alone gains nothing: k of them take k times as long.
-    assert packed_steps([heavy] * 4, p)[0] == pytest.approx(4 * heavy.seconds, rel=0.05)
-    # Interference slows co-runners even when SMs are free.
-    assert packed_steps([light] * 4, PerfParams(mps_interference=0.2))[0] > light.seconds
+    for mode in ("mps", "timeslice"):
+        assert _gain(full, 4, PerfParams(sharing=mode, contention=0.0)) == pytest.approx(1.0)
+    # Contention makes a saturated pair slower than one trial alone.
+    assert _gain(full, 2, PerfParams(contention=0.05)) == pytest.approx(1 / 1.05)
 
 
-def test_mps_and_time_slicing_differ():
-    s = StepCost(0.01, 0.002, 0.3)
-    mps = packed_steps([s, s], PerfParams(sharing="mps"))[0]
-    ts = packed_steps([s, s], PerfParams(sharing="timeslice"))[0]
-    # Time-slicing cannot overlap kernels: two trials that each keep the GPU busy 83% of the
-    # time share it turn by turn; MPS runs their small kernels side by side.
-    assert mps < ts
-    assert ts >= 2 * s.compute_s
+@pytest.mark.parametrize("mode", ["mps", "timeslice"])
+def test_beyond_two_per_gpu_no_more_than_a_pair(mode):
+    p = PerfParams(sharing=mode)
+    light = StepCost(0.002, 0.02, 0.1)  # a kernel 9% of the time: three would fit
+    pair = _gain(light, 2, p)
+    assert pair > 1.9
+    for k in (3, 4, 8):
+        assert _gain(light, k, p) == pytest.approx(pair)
+    # Mixed co-runners: together never more work per second than the mean of their pairs.
+    mixed = [light, StepCost(0.01, 0.01, 0.5), StepCost(0.03, 0.002, 0.9)]
+    times = packed_steps(mixed, p)
+    rate = sum(s.seconds / t for s, t in zip(mixed, times, strict=True))
+    pairs = sum(_gain(s, 2, p) for s in mixed) / 3
+    assert rate <= pairs + 1e-9
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 8])
+def test_mps_gains_over_time_slicing_at_most_what_was_measured(k):
+    p = PerfParams()
+    bound = 1.0 / (1.0 - p.mps_overlap)
+    ratios = []
+    for duty, occ in itertools.product((0.1, 0.3, 0.5, 0.8, 0.99), (0.05, 0.3, 0.6, 1.0)):
+        s = StepCost(duty, 1.0 - duty, occ)
+        mps = _gain(s, k, replace(p, sharing="mps"))
+        ts = _gain(s, k, replace(p, sharing="timeslice"))
+        ratios.append(mps / ts)
+        # Each co-runner slows a trial's kernels, and no share of the GPU is created: k
+        # trials never beat k / (1 + contention (k - 1) duty).
+        assert mps <= k / (1.0 + p.contention * (k - 1) * duty) + 1e-9
+    assert max(ratios) <= bound + 1e-9
+    assert max(ratios) > 1.1  # small kernels do overlap under MPS
+    assert min(ratios) == pytest.approx(1.0)  # full occupancy: nothing to overlap
 
 
 def test_gang_all_reduce_overlap_and_stragglers():
@@ -93,21 +125,46 @@ def test_gang_all_reduce_overlap_and_stragglers():
     assert gang_step(step, 8, 0.0, 1e9, 0.0, slow) > gang_step(step, 2, 0.0, 1e9, 0.0, slow)
 
 
-def test_scaling_curve_emerges_from_the_link():
-    ten_gbe, nvlink = _work(bw=1.25e9), _work(bw=300e9)
-    t1 = iteration_time(ten_gbe, 1.0).seconds
-    assert t1 == pytest.approx(500 * 0.025)
-    speed = {w: t1 / iteration_time(ten_gbe, float(w)).seconds for w in (2, 4, 8)}
-    fast = {w: t1 / iteration_time(nvlink, float(w)).seconds for w in (2, 4, 8)}
-    assert speed[2] < 1.0  # 40 MB of gradients over 10 GbE cost more than they save
-    assert fast[2] > 1.7 and fast[8] > fast[4] > fast[2]
+@pytest.mark.parametrize("w", [2, 3, 4, 8])
+def test_a_gang_keeps_the_trials_global_batch(w):
+    work = _work(flops=3e9, batch=128, bw=300e9, overlap=0.0, straggler_cv=0.0)
+    alone = iteration_time(work, 1.0).seconds
+    gang = iteration_time(work, float(w)).seconds
+    steps = math.ceil(50_000 / 128)
+    # As many optimizer steps per epoch as the trial alone: each processes the global batch,
+    # ceil(B / w) samples on each GPU, at the occupancy and overhead of that smaller step.
+    assert work.steps() == steps
+    assert work.worker_batch(w) == math.ceil(128 / w)
+    assert w * work.worker_batch(w) >= 128 > w * (work.worker_batch(w) - 1)
+    share = solo_step(3e9 * math.ceil(128 / w), 16.3e12, work.params)
+    allreduce = ring_allreduce_s(4e7, w, 300e9, 5e-5, work.params.link_efficiency)
+    assert gang == pytest.approx(steps * (share.seconds + allreduce))
+    assert alone == pytest.approx(steps * solo_step(3e9 * 128, 16.3e12, work.params).seconds)
+    # So a gang of w is less than w times faster: the per-step overhead does not shrink.
+    assert 1.0 < alone / gang < w
+
+
+def test_strong_scaling_emerges_from_the_batch_and_the_link():
+    # A small step (100 samples of 0.1 GFLOP) is mostly fixed cost: splitting it gains nothing,
+    # and 40 MB of gradients over 10 GbE make the gang slower than one GPU.
+    small = _work(bw=1.25e9)
+    t1 = iteration_time(small, 1.0).seconds
+    assert t1 == pytest.approx(500 * small.step.seconds)
+    assert t1 / iteration_time(small, 2.0).seconds < 0.5
+    assert t1 / iteration_time(_work(bw=300e9), 2.0).seconds < 1.0
+    # A big step over NVLink scales, with diminishing returns as each share shrinks.
+    big = _work(flops=1e10, batch=512, bw=300e9)
+    t1 = iteration_time(big, 1.0).seconds
+    speed = {w: t1 / iteration_time(big, float(w)).seconds for w in (2, 4, 8)}
+    assert 1.5 < speed[2] < speed[4] < speed[8] < 8
+    assert speed[8] / speed[4] < speed[4] / speed[2]
 
 
 def test_packed_trial_without_co_runners_runs_alone():
     w = _work()
     assert iteration_time(w, 0.5).seconds == iteration_time(w, 1.0).seconds
     assert iteration_time(w, 0.5, (w,)).seconds > iteration_time(w, 1.0).seconds
-    assert iteration_time(w, 1.0).busy == pytest.approx(0.8)
+    assert iteration_time(w, 1.0).busy == pytest.approx(w.step.duty)
 
 
 def test_declared_law_is_the_paper_law_without_the_policy_code():
@@ -127,6 +184,8 @@ def test_memory_and_bad_constants():
         PerfParams(sharing="mig")
     with pytest.raises(ValueError, match="ppp"):
         PerfParams(ppp=0.0)
+    with pytest.raises(ValueError, match="mps_overlap"):
+        PerfParams(mps_overlap=1.0)
     assert math.isfinite(solo_step(1.0, 1.0, PerfParams()).compute_s)
 
 
@@ -140,9 +199,9 @@ def test_an_overfull_gpu_fails_as_out_of_memory():
         w = get_workload("synthetic", iter_time=1.0, spread=0.0, max_t=2, trials=8,
                          memory_gb=memory)
         return run_experiment("grid", w, "fluid_static", 0, 2, gpu_memory=16.0,
-                              fluid_options={"c": 4, "gpu_memory": None}, return_stats=True)
+                              fluid_options={"c": 4, "gpu_memory": None}).stats
 
-    _, stats = run(6.0)
+    stats = run(6.0)
     assert stats.oom_errors > 0 and stats.trials == 8
-    _, ok_stats = run(2.0)
+    ok_stats = run(2.0)
     assert ok_stats.oom_errors == 0

@@ -225,7 +225,8 @@ def test_layout_groups_ranks_by_node():
 
 
 def test_root_cause_is_the_dead_rank_or_the_earliest_exception():
-    from fluid.train._gang import TrainingWorkerError, _raise_root_cause
+    from fluid.train._gang import _raise_root_cause
+    from fluid.train._worker import TrainingWorkerError
 
     class TaskError(RuntimeError):  # what ray.get raises: the rank's error as `.cause`
         def __init__(self, cause):

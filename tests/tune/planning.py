@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
 from ray.tune.experiment import Trial
 
+from fluid.core import Tunables
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._options import FluidOptions
 from fluid.tune._planner import Planner
-from fluid.tune._records import TrialBook, TrialRecord
+from fluid.tune._records import Phase, TrialRecord, TrialStore
 
 
 def fake_trial(tid: str, status: str = Trial.PAUSED) -> SimpleNamespace:
@@ -21,23 +23,45 @@ def fake_trial(tid: str, status: str = Trial.PAUSED) -> SimpleNamespace:
 def make_planner(gpus: float = 4.0, cpus: float | None = None, *, options: dict | None = None,
                  alpha: float | None = 1.0, beta: float | None = 1.0, eps: float | None = None,
                  default_iteration_time: float = 1.0, now: float = 0.0, **planner_kw: Any,
-                 ) -> tuple[TrialBook, OverheadEstimator, Planner]:
-    """An empty book, its estimator (prior ``alpha``, ``beta``) and a started planner on
+                 ) -> tuple[TrialStore, OverheadEstimator, Planner]:
+    """An empty store, its estimator (prior ``alpha``, ``beta``) and a started planner on
     ``gpus`` GPUs with ``FluidOptions(**options)``'s policy and a clock at ``now``."""
-    book = TrialBook()
-    est = OverheadEstimator(book, alpha=alpha, beta=beta, eps=eps, refine=True,
-                            default_iteration_time=default_iteration_time, trial_memory=None,
-                            gpu_memory=None)
-    planner = Planner(book, est, FluidOptions(**(options or {})).policy, dynamic=True,
-                      clock=lambda: now, **planner_kw)
+    store = TrialStore()
+    opts = FluidOptions(default_iteration_time=default_iteration_time, **(options or {}))
+    tunables = opts.tunables
+    assert isinstance(tunables, Tunables)
+    est = OverheadEstimator(store, alpha=alpha, beta=beta, eps=eps, refine=True,
+                            trial_memory=None, gpu_memory=None, tunables=tunables)
+    planner = Planner(store, est, opts.policy, tunables, dynamic=True, clock=lambda: now,
+                      **planner_kw)
     planner.start(gpus, cpus)
-    return book, est, planner
+    return store, est, planner
 
 
-def file_records(book: TrialBook, n: int, until: int = 10, status: str = Trial.PAUSED,
-                 **fields: Any) -> list[TrialRecord]:
-    """``n`` records ``t0, t1, ...`` of group 0 with budget ``until``, added to ``book``."""
+def file_records(store: TrialStore, n: int, until: int = 10, status: str = Trial.PAUSED,
+                 est: OverheadEstimator | None = None, **fields: Any) -> list[TrialRecord]:
+    """``n`` records ``t0, t1, ...`` of group 0 with budget ``until``, filed in ``store`` (and
+    counted by ``est``, as the executor does)."""
     recs = [TrialRecord(fake_trial(f"t{i}", status), 0, until, **fields) for i in range(n)]
     for rec in recs:
-        book.add(rec)
+        store.add(rec)
+        if est is not None:
+            est.track(rec)
+    return recs
+
+
+def file_running(store: TrialStore, planner: Planner, widths: list[float], until: int = 10,
+                 **fields: Any) -> list[TrialRecord]:
+    """Records ``t0, t1, ...`` running at ``widths`` (placed in the planner's pool), elastic,
+    checkpointing, their one-GPU iteration time measured (1 s)."""
+    values: dict[str, Any] = {"elastic": True, "checkpoints": True, "phase": Phase.RUNNING}
+    values.update(fields)
+    recs = []
+    for i, w in enumerate(widths):
+        rec = TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), 0, until, width=w, actual=w,
+                          raw={1.0: deque([1.0, 1.0])}, samples=deque([(1.0, 1.0)] * 2),
+                          **values)
+        assert planner.pool is not None and planner.pool.place(rec.trial_id, w) is not None
+        store.add(rec)
+        recs.append(rec)
     return recs

@@ -45,7 +45,7 @@ class RayView(Callback):
 
     def on_step_end(self, iteration, trials, **info):
         self.asked.append(gpus_asked())
-        placed = self.executor._book.in_phase(PLACED)
+        placed = [r for r in self.executor.records.values() if r.phase in PLACED]
         self.planned.append(sum(r.width or 0.0 for r in placed))
 
 

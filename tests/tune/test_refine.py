@@ -8,29 +8,34 @@ from types import SimpleNamespace
 import pytest
 
 from fluid import FluidExecutor
+from fluid.core import Tunables
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._records import TrialBook, TrialRecord
+from fluid.tune._records import TrialRecord, TrialStore
 
 
 def _trial(tid):
     return SimpleNamespace(trial_id=tid)
 
 
-def _estimator(book):
-    return OverheadEstimator(book, alpha=1.0, beta=1.0, eps=None, refine=True,
-                             default_iteration_time=1.0, trial_memory=None, gpu_memory=None)
+def _estimator(store):
+    return OverheadEstimator(store, alpha=1.0, beta=1.0, eps=None, refine=True,
+                             trial_memory=None, gpu_memory=None, tunables=Tunables())
+
+
+def _file(store, est, *recs):
+    for rec in recs:
+        store.add(rec)
+        est.track(rec)
 
 
 def test_alpha_and_beta_from_resized_trials():
-    book = TrialBook()
-    est = _estimator(book)
-    a = TrialRecord(_trial("a"), 0, 10)
-    a.raw = {1 / 3: deque([4.0, 4.0]), 1.0: deque([1.0])}  # T_3 / T_1 = alpha ** 2
-    a.samples = deque([(4.0, 1 / 3), (4.0, 1 / 3), (1.0, 1.0)])
-    b = TrialRecord(_trial("b"), 0, 10)
-    b.raw = {1.0: deque([2.0]), 4.0: deque([0.5 * 1.1**3])}  # 4 T_4 / T_1 = beta ** 3
-    book.add(a)
-    book.add(b)
+    store = TrialStore()
+    est = _estimator(store)
+    a = TrialRecord(_trial("a"), 0, 10, raw={1 / 3: deque([4.0, 4.0]), 1.0: deque([1.0])},
+                    samples=deque([(4.0, 1 / 3), (4.0, 1 / 3), (1.0, 1.0)]))  # T_3/T_1 = alpha**2
+    b = TrialRecord(_trial("b"), 0, 10,
+                    raw={1.0: deque([2.0]), 4.0: deque([0.5 * 1.1**3])})  # 4 T_4/T_1 = beta**3
+    _file(store, est, a, b)
     est.refine_overheads(a)
     est.refine_overheads(b)
     assert est.alpha == pytest.approx(2.0)
@@ -39,57 +44,52 @@ def test_alpha_and_beta_from_resized_trials():
     assert est.iteration_time(a) == pytest.approx(1.0)
     # A trial not measured yet is assumed to be like the measured ones.
     c = TrialRecord(_trial("c"), 0, 10)
-    book.add(c)
+    _file(store, est, c)
     assert est.iteration_time(c) == pytest.approx(1.0)
 
 
 def test_results_at_a_second_width_refine_alpha():
-    book = TrialBook()
-    est = _estimator(book)
-    rec = TrialRecord(_trial("a"), 0, 10)
-    book.add(rec)
-    rec.actual, rec.fresh_start = 0.5, False
+    store = TrialStore()
+    est = _estimator(store)
+    rec = TrialRecord(_trial("a"), 0, 10, actual=0.5, fresh_start=False)
+    _file(store, est, rec)
     assert est.observe(rec, 4.0, now=0.0)  # the first sample: a profiling round
     assert not est.observe(rec, 4.0, now=1.0)
-    rec.actual = 1.0
+    store.update(rec, actual=1.0)
     est.observe(rec, 2.0, now=2.0)  # T_2 / T_1 = alpha at a share 1/2 vs 1 GPU
     assert est.alpha == pytest.approx(2.0)
 
 
 def test_first_result_after_a_resize_measures_eps():
-    book = TrialBook()
-    est = _estimator(book)
-    rec = TrialRecord(_trial("a"), 0, 10)
-    book.add(rec)
-    rec.samples.append((2.0, 1.0))
-    rec.raw[1.0] = deque([2.0])  # it ran at this width before: the result measures eps only
-    rec.actual, rec.resize_at = 1.0, 10.0
-    assert est.eps == 5.0  # DEFAULT_EPS until measured
+    store = TrialStore()
+    est = _estimator(store)
+    # it ran at this width before: the result measures eps only
+    rec = TrialRecord(_trial("a"), 0, 10, samples=deque([(2.0, 1.0)]),
+                      raw={1.0: deque([2.0])}, actual=1.0, resize_at=10.0)
+    _file(store, est, rec)
+    assert est.eps == Tunables.default_eps  # until measured
     assert not est.observe(rec, 2.0, now=15.0)  # 5 s since the resize, 2 s of them training
     assert est.eps == pytest.approx(3.0)
     assert rec.resize_at is None and len(rec.samples) == 1
 
 
 def test_until_a_resize_is_measured_eps_is_what_starts_cost():
-    book = TrialBook()
-    est = _estimator(book)
-    a, b = TrialRecord(_trial("a"), 0, 10), TrialRecord(_trial("b"), 0, 10)
-    for rec in (a, b):
-        book.add(rec)
-        rec.actual = 1.0
-    a.shapes.append((10.0, 1.0, (0,)))  # handed one GPU at 10 s
-    assert est.eps == 5.0  # DEFAULT_EPS: nothing measured
+    store = TrialStore()
+    est = _estimator(store)
+    a, b = (TrialRecord(_trial(t), 0, 10, actual=1.0) for t in "ab")
+    _file(store, est, a, b)
+    store.log_shape(a, 10.0, 1.0, (0,))  # handed one GPU at 10 s
+    assert est.eps == Tunables.default_eps  # nothing measured
     est.observe(a, 2.0, now=13.5)  # its first result: 3.5 s since the start, 2 s training
     assert est.eps == pytest.approx(1.5)
-    a.fresh_start = False
+    store.update(a, fresh_start=False)
     est.observe(a, 2.0, now=15.5)  # not a start: nothing to measure
     assert est.eps == pytest.approx(1.5)
-    b.shapes.append((10.0, 1.0, (1,)))
+    store.log_shape(b, 10.0, 1.0, (1,))
     est.observe(b, 2.0, now=14.5)
     assert est.eps == pytest.approx(2.0)  # the median of 1.5 and 2.5 s
-    b.fresh_start = False
     # A measured resize replaces the starts: a restart also saves and restores.
-    b.resize_at, b.raw[1.0] = 20.0, deque([2.0])
+    store.update(b, fresh_start=False, resize_at=20.0, raw={**b.raw, 1.0: deque([2.0])})
     est.observe(b, 2.0, now=28.0)
     assert est.eps == pytest.approx(6.0)
 

@@ -53,16 +53,13 @@ licensed.__mixins__ = (ElasticTrainable,)
 
 
 def test_planner_shapes_keep_the_extras():
-    from fluid.tune._planner import Planner
+    from fluid.tune._cpus import CpuAccount
+    from fluid.tune._records import TrialRecord, TrialStore
 
-    class Rec:  # what Planner.shape reads of a record
-        cpus, request, ray_train = 0.1, None, False
-        extras = extras_of(REQUEST.bundles)
-
-    planner = Planner.__new__(Planner)
-    planner._cpus_per_trial, planner._cpus_per_worker = None, 0.1
+    rec = TrialRecord(None, 0, 4, cpus=0.1, extras=extras_of(REQUEST.bundles))
+    account = CpuAccount(TrialStore(), None, 0.1)  # the planner's shapes
     for width in (0.5, 1.0, 3.0):
-        bundles = planner.shape(Rec, width).bundles
+        bundles = account.shape(rec, width).bundles
         gpu_bundles = [b for b in bundles if b.get("GPU")]
         assert all(b[ACCEL] == 0.001 for b in gpu_bundles), bundles
         assert bundles[0]["licence"] == 1, bundles

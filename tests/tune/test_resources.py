@@ -16,7 +16,7 @@ from ray.tune.experimental.output import AirVerbosity, TuneTerminalReporter
 
 from fluid import FluidExecutor, tune
 from fluid.tune import _ray_compat as compat
-from fluid.tune import _report
+from fluid.tune._bridge import report as _report
 from tests.tune.trainables import modeled
 
 ITERS = 3

@@ -1,9 +1,10 @@
 """The simulator's ground truth: how fast a trial *really* runs at a shape.
 
-A mechanism, not a fit: per-iteration time comes from the workload's compute (FLOPs, the
-share of a GPU one step occupies), interference of packed trials (MPS or time-slicing),
-a gang's ring all-reduce over the preset's interconnect and its stragglers, per-step
-overheads and memory. Packing and scaling curves emerge from it; the policy's formulas in
+A mechanism with three constants fitted to published measurements (``params``): per-iteration
+time comes from the workload's compute (FLOPs, the share of a GPU one step occupies),
+contention of packed trials (MPS or time-slicing), a gang's ring all-reduce over the preset's
+interconnect and its stragglers (a gang keeps the trial's global batch), per-step overheads
+and memory. Packing and scaling curves emerge from it; the policy's formulas in
 ``fluid.core`` are never used here (``tests/sim/test_truth.py`` parses these modules'
 imports). The executor under simulation sees only reported iteration times and, when a
 profile is taken, a noisy measurement of this truth (``fluid.sim.profiling``).

@@ -1,8 +1,9 @@
 """A data-parallel gang of ``w`` GPUs: ring all-reduce, overlap with the backward pass,
 stragglers.
 
-Each worker takes the same steps as the trial alone (per-worker batch ``B``), on ``1/w`` of
-an iteration's samples. Per step:
+The gang keeps the trial's global batch ``B``: it takes as many steps per iteration as the
+trial alone, each worker computing ``ceil(B / w)`` samples of every step (``trial.Work``), and
+every step all-reduces the full gradients. Per step:
 
 * **all-reduce** of ``G`` gradient bytes over a ring (Patarasuk & Yuan 2009; what NCCL and
   Horovod implement): ``A(w) = 2 (w-1)/w * G / (link_efficiency * bandwidth) + 2 (w-1) *
@@ -13,7 +14,8 @@ an iteration's samples. Per step:
   time of coefficient of variation ``cv``, ``E[max of w] ~ t (1 + cv sqrt(2 ln w))``.
 
 So a gang step takes ``(compute + overhead) (1 + cv sqrt(2 ln w)) + max(0, A(w) - overlap *
-backward_fraction * compute)``.
+backward_fraction * compute)``, with ``compute`` and ``overhead`` those of one worker's share
+of the batch.
 
 Example:
     >>> ring_allreduce_s(1e8, 2, 1.25e9, 0.0, 1.0)

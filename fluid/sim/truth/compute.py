@@ -16,7 +16,7 @@ Example:
     >>> from fluid.sim.truth.params import PerfParams
     >>> s = solo_step(1e11, 16.3e12, PerfParams())
     >>> round(s.compute_s, 4), round(s.occupancy, 3)
-    (0.0147, 0.833)
+    (0.0258, 0.476)
 """
 
 from __future__ import annotations
@@ -63,9 +63,13 @@ def solo_step(flops_per_step: float, peak_flops: float, p: PerfParams) -> StepCo
 
 def step_from_rate(samples_per_s: float, batch: int, occupancy: float = 1.0,
                    overhead_share: float = 0.0) -> StepCost:
-    """A ``StepCost`` from a measured single-GPU throughput (a reference's own baseline)."""
+    """A ``StepCost`` from a measured single-GPU throughput (a reference's own baseline);
+    ``overhead_share`` of the step leaves the GPU idle (``1 - `` a measured utilisation)."""
     if samples_per_s <= 0 or batch < 1:
         raise ValueError(f"samples_per_s must be > 0 and batch >= 1, got {samples_per_s}, {batch}")
+    if not 0 <= overhead_share < 1 or not 0 < occupancy <= 1:
+        raise ValueError(f"overhead_share must be in [0, 1) and occupancy in (0, 1], got "
+                         f"{overhead_share}, {occupancy}")
     t = batch / samples_per_s
     return StepCost(t * (1 - overhead_share), t * overhead_share, occupancy)
 

@@ -5,10 +5,14 @@
 and a GPU preset). ``iteration_time`` combines the pieces:
 
 * **solo** (one GPU, alone on it; also a packed share with no co-runner):
-  ``steps(1) * (compute + overhead)`` (``compute.py``);
-* **packed** (a share of a GPU with co-runners ``peers``): ``steps(1) * t_i`` with ``t_i``
+  ``steps * (compute + overhead)`` of a step of the trial's batch ``B`` (``compute.py``);
+* **packed** (a share of a GPU with co-runners ``peers``): ``steps * t_i`` with ``t_i``
   from ``sharing.packed_steps`` over the trial and its co-runners;
-* **gang** of ``w`` GPUs: ``ceil(samples / (w B)) * gang_step(w)`` (``comm.py``).
+* **gang** of ``w`` GPUs: the trial keeps its global batch (batch size is a hyperparameter;
+  ``fluid.train`` splits it over the ranks), so it takes the same ``steps = ceil(samples / B)``
+  per iteration, each worker computing ``ceil(B / w)`` samples per step at the occupancy and
+  overhead of that smaller step, plus the same all-reduce of the gradients
+  (``comm.gang_step``).
 
 It also returns each GPU's busy share (``nvidia-smi`` utilisation) for the cluster's
 accounting. A ``DeclaredLaw`` is the other kind of truth: a synthetic workload (or a replay)
@@ -17,10 +21,9 @@ declared ``alpha`` and ``beta``, written out here (the simulator's truth never c
 policy's model).
 
 Example:
-    >>> from fluid.sim.truth.compute import StepCost
-    >>> w = Work(50_000, 100, StepCost(0.02, 0.005, 0.5), 4e7, 1.25e9, 5e-5, 2.0)
-    >>> round(iteration_time(w, 1.0).seconds, 2)
-    12.5
+    >>> w = Work(50_000, 100, 1e9, 16.3e12, 4e7, 1.25e9, 5e-5, 2.0)
+    >>> w.steps(), w.worker_batch(4)
+    (500, 25)
     >>> iteration_time(w, 0.5, (w,)).seconds > iteration_time(w, 1.0).seconds
     True
 """
@@ -32,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fluid.sim.truth.comm import gang_step
-from fluid.sim.truth.compute import StepCost
+from fluid.sim.truth.compute import StepCost, solo_step
 from fluid.sim.truth.params import PerfParams
 from fluid.sim.truth.sharing import gpu_busy, packed_steps
 
@@ -45,8 +48,9 @@ class Work:
 
     Attributes:
         samples: samples per iteration (an epoch).
-        batch: samples per step of one worker.
-        step: one step alone on one GPU.
+        batch: the trial's (global) batch: samples per optimizer step at any shape.
+        flops_per_sample: training FLOPs of one sample (forward + backward).
+        peak_flops: the GPU's peak FP32 FLOP/s.
         grad_bytes: bytes all-reduced per step in a gang (FP32 gradients).
         link_bytes_per_s: bandwidth of the link between a gang's GPUs (per direction).
         link_latency_s: latency of one ring step over that link.
@@ -56,16 +60,31 @@ class Work:
 
     samples: int
     batch: int
-    step: StepCost
+    flops_per_sample: float
+    peak_flops: float
     grad_bytes: float
     link_bytes_per_s: float
     link_latency_s: float
     memory_gb: float
     params: PerfParams = _DEFAULT
 
-    def steps(self, w: int = 1) -> int:
-        """Steps per iteration of each of ``w`` workers."""
-        return math.ceil(self.samples / (w * self.batch))
+    def steps(self) -> int:
+        """Optimizer steps per iteration: the same on one GPU and in a gang (global batch)."""
+        return math.ceil(self.samples / self.batch)
+
+    def worker_batch(self, w: int = 1) -> int:
+        """Samples one of ``w`` workers computes per step (the largest round-robin share)."""
+        return max(1, math.ceil(self.batch / w))
+
+    def step_on(self, w: int = 1) -> StepCost:
+        """One worker's step alone on its GPU, at its share of the batch."""
+        return solo_step(self.flops_per_sample * self.worker_batch(w), self.peak_flops,
+                         self.params)
+
+    @property
+    def step(self) -> StepCost:
+        """One step of the whole batch alone on one GPU."""
+        return self.step_on(1)
 
 
 @dataclass(frozen=True)
@@ -92,7 +111,7 @@ def _packed(work: Work, peers: Sequence[Work]) -> Timing:
     steps = [work.step, *(q.step for q in peers)]
     times = packed_steps(steps, work.params)
     busy = gpu_busy(steps, times)[0]
-    return Timing(work.steps(1) * times[0], busy)
+    return Timing(work.steps() * times[0], busy)
 
 
 def _declared(law: DeclaredLaw, width: float) -> Timing:
@@ -114,9 +133,10 @@ def iteration_time(truth: Work | DeclaredLaw, width: float,
     if width < 1:
         return _packed(truth, [q for q in peers if isinstance(q, Work)])
     w = max(1, round(width))
-    t_step = gang_step(truth.step, w, truth.grad_bytes, truth.link_bytes_per_s,
-                       truth.link_latency_s, truth.params)
-    return Timing(truth.steps(w) * t_step, truth.step.compute_s / t_step)
+    step = truth.step_on(w)
+    t_step = gang_step(step, w, truth.grad_bytes, truth.link_bytes_per_s, truth.link_latency_s,
+                       truth.params)
+    return Timing(truth.steps() * t_step, step.compute_s / t_step)
 
 
 def fits_memory(memories: Sequence[float], gpu_memory_gb: float | None) -> bool:

@@ -23,12 +23,11 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluid.sim.truth import DeclaredLaw, PerfParams, Work, memory_gb, solo_step
+from fluid.sim.truth import DeclaredLaw, PerfParams, Work, memory_gb
 from fluid.sim.workloads.curves import Curve
 from fluid.sim.workloads.gpus import GPUS, INTERCONNECTS, GpuSpec, Interconnect
 from fluid.sim.workloads.profile import ModelProfile, arch_key, profile
@@ -149,14 +148,14 @@ def task_trial_model(
     ``bptt``-token window.
     """
     prof: ModelProfile = profile(task, config, defaults)
-    flops_step = prof.flops_per_sample * tokens_per_sample * batch_size
-    step = solo_step(flops_step, hw.gpu.fp32_tflops * 1e12, hw.perf)
     memory = memory_gb(prof.params, optimizer_slots,
                        prof.activations_per_sample * tokens_per_sample, batch_size, hw.perf)
-    work = Work(samples_per_iteration, batch_size, step, 4.0 * prof.params,
-                hw.link.gbytes_per_s * 1e9, hw.link.latency_s, memory, hw.perf)
+    work = Work(samples_per_iteration, batch_size, prof.flops_per_sample * tokens_per_sample,
+                hw.gpu.fp32_tflops * 1e12, 4.0 * prof.params, hw.link.gbytes_per_s * 1e9,
+                hw.link.latency_s, memory, hw.perf)
+    step = work.step
     return TrialModel(
-        iteration_time=math.ceil(samples_per_iteration / batch_size) * step.seconds,
+        iteration_time=work.steps() * step.seconds,
         memory_gb=memory,
         gpu_share=step.duty,
         checkpoint_gb=4.0 * prof.params * (1 + optimizer_slots) / 1e9,

@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Protocol
 
+from fluid.core import Tunables
+
 
 class ResourceView(Protocol):
     """Where FluidExecutor reads the cluster's GPU count (injected so a simulator can drive it)."""
@@ -24,13 +26,14 @@ def cpus_of_view(view: object) -> float | None:
 class RayResourceView:
     """GPUs and CPUs of the live Ray cluster, read at most once every ``refresh_s`` seconds.
 
-    A read asks Ray's control store (milliseconds); at one read a second it was half of
-    Fluid's own time on the driver with many short trials. Nodes join or leave far less
-    often than every few seconds (an autoscaler takes minutes), so the plan follows them late
-    by at most ``refresh_s``.
+    A read asks Ray's control store (milliseconds), a large share of Fluid's own time on the
+    driver with many short trials if made at every step. Nodes join or leave far less often
+    than every few seconds (an autoscaler takes minutes), so the plan follows them late by at
+    most ``refresh_s`` (``Tunables.resources_refresh_s``).
     """
 
-    def __init__(self, clock: Callable[[], float], refresh_s: float = 5.0) -> None:
+    def __init__(self, clock: Callable[[], float],
+                 refresh_s: float = Tunables.resources_refresh_s) -> None:
         self._clock, self._refresh_s = clock, refresh_s
         self._at, self._resources = -math.inf, {}
 
@@ -52,7 +55,7 @@ class RayResourceView:
 
     def available_gpus(self) -> float:
         """GPUs no placement group or task holds now (read at each call: asked only before a
-        Ray Train trial starts, ``fluid.tune._ray_train``)."""
+        Ray Train trial starts, ``_bridge.ray_train``)."""
         import ray
 
         return float(ray.available_resources().get("GPU", 0.0))

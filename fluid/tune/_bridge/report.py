@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections import Counter
 from typing import Any
 
+from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune import _ray_compat as compat
+from fluid.tune._bridge.shapes import describe
 from fluid.tune._records import TrialRecord
-from fluid.tune._shapes import describe
 
 logger = logging.getLogger("fluid")
 
@@ -56,6 +58,7 @@ class PlanReport:
     def __init__(self, verbose: bool | None = None) -> None:
         self.verbose = verbose
         self.on = verbose is not False
+        self._warned: set[str] = set()  # trials told that Fluid resized their request
 
     def start(self, controller: Any) -> None:
         """Decide from Tune's verbosity (at the first trial) and install the handler."""
@@ -63,6 +66,15 @@ class PlanReport:
             self.on = compat.tune_verbosity(controller) > 0
         if self.on:
             ensure_handler()
+
+    def summary(self, gpus: float, widths: list[float | None], queued: int, resizes: int,
+                eps: float, group: str) -> str:
+        """One line on Fluid's state (``FluidExecutor.debug_string``): GPUs, the shapes of
+        the placed trials, the queue, resizes, ``eps`` and the current TrialGroup."""
+        counts = Counter(describe(w) for w in widths)
+        shapes = ", ".join(f"{n} x {k}" for k, n in sorted(counts.items())) or "none"
+        return (f"Fluid: {gpus:g} GPUs, running {shapes}; queued {queued}; resizes {resizes}, "
+                f"eps {eps:.2f}s; TrialGroup {group!r}.")
 
     def line(self, message: str, *args: Any) -> None:
         """One plan change (INFO when on, else DEBUG)."""
@@ -84,9 +96,10 @@ class PlanReport:
     def request_resized(self, rec: TrialRecord) -> None:
         """With ``resize_requests=True``: a trial runs on other GPUs than it asked for (a
         WARNING, once per trial, whatever Tune's verbosity; DEBUG with ``verbose=False``)."""
-        if rec.warned or rec.width is None or abs(rec.width - rec.asked) < 1e-9:
+        if (rec.trial_id in self._warned or rec.width is None
+                or abs(rec.width - rec.asked) < WIDTH_TOL):
             return
-        rec.warned = True
+        self._warned.add(rec.trial_id)
         logger.log(logging.DEBUG if self.verbose is False else logging.WARNING,
                    "Fluid: trial %s asked for %g GPUs; Fluid runs it on %s "
                    "(resize_requests=True)", rec.trial, rec.asked, describe(rec.width))

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.test_report import _record, _write
+from tests.report.test_report import _record, _write
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: tests.* import from it
 
 
 def _env() -> dict[str, str]:

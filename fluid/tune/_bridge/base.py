@@ -8,21 +8,18 @@ trial starts next (``eligible``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from fluid.tune._records import MASKED, STARTABLE, Phase, TrialBook, TrialRecord
-
-#: Most held trials asked of the base scheduler per step (bounds work with huge groups).
-ELIGIBLE_SCAN = 256
+from fluid.tune._records import MASKED, STARTABLE, Phase, TrialRecord, TrialStore
 
 
 @contextmanager
-def base_view(book: TrialBook, extra: dict[str, str] | None = None,
+def base_view(store: TrialStore, extra: dict[str, str] | None = None,
               base: TrialScheduler | None = None) -> Iterator[None]:
     """Show the base scheduler every held trial with the status it expects.
 
@@ -36,12 +33,12 @@ def base_view(book: TrialBook, extra: dict[str, str] | None = None,
         return
     shown: list[tuple[Trial, str, str]] = []
     # Each trial is masked and restored on its own: their order does not matter.
-    for rec in book.unordered(MASKED):
+    for rec in store.unordered(MASKED):
         want = rec.base_status if rec.phase is not Phase.RESIZING else Trial.RUNNING
         if rec.trial.status != want:
             shown.append((rec.trial, rec.trial.status, want))
     for trial, status in (extra or {}).items():
-        rec = book[trial]
+        rec = store[trial]
         shown.append((rec.trial, rec.trial.status, status))
     for trial, _real, want in shown:
         trial.status = want
@@ -53,10 +50,12 @@ def base_view(book: TrialBook, extra: dict[str, str] | None = None,
                 trial.status = real
 
 
-def eligible(base: TrialScheduler, book: TrialBook, tc: Any,
-             ) -> tuple[list[TrialRecord], bool]:
+def eligible(base: TrialScheduler, store: TrialStore, tc: Any, scan: int,
+             after_call: Callable[[], None]) -> tuple[list[TrialRecord], bool]:
     """Held or base-paused trials the base scheduler would start now, in its order, and
-    whether to ask it again at the next step.
+    whether to ask it again at the next step. The base is asked about at most ``scan`` trials
+    (bounds the work with huge groups); ``after_call`` runs after each question (the groups
+    the base declared meanwhile are taken).
 
     Members of a ``keep_shape`` group start when plain Tune would start them: new ones at
     once (Tune starts its PENDING trials in order), a member the base paused (PBT's exploit,
@@ -67,18 +66,19 @@ def eligible(base: TrialScheduler, book: TrialBook, tc: Any,
     member (one to start, or one Tune is still starting or Fluid holds until GPUs free up,
     both PENDING under Tune), the scan stops and the base is asked again at the next step.
     """
-    waiting = book.in_phase(STARTABLE)
+    waiting = store.in_phase(STARTABLE)
     if not waiting:
         return [], False
     if type(base) is FIFOScheduler:
         return waiting, False  # FIFO starts everything, in order: no need to ask
     masked: dict[str, str] = {}
     found: list[TrialRecord] = []
-    for _ in range(min(len(waiting), ELIGIBLE_SCAN)):
-        with base_view(book, masked):
+    for _ in range(min(len(waiting), scan)):
+        with base_view(store, masked):
             trial = base.choose_trial_to_run(tc)
-        rec = book.get(trial.trial_id) if trial is not None else None
-        if rec is None or rec.phase is Phase.HELD or not book.groups[rec.group].keep_shape:
+            after_call()
+        rec = store.get(trial.trial_id) if trial is not None else None
+        if rec is None or rec.phase is Phase.HELD or not store.groups[rec.group].keep_shape:
             if rec is None or rec.phase not in STARTABLE:
                 break
             found.append(rec)
@@ -86,6 +86,6 @@ def eligible(base: TrialScheduler, book: TrialBook, tc: Any,
             continue
         found += [rec] if rec.phase is Phase.PAUSED else []
         found += [r for r in waiting if r.phase is Phase.HELD and r not in found
-                  and book.groups[r.group].keep_shape]  # Tune starts new ones anyway
+                  and store.groups[r.group].keep_shape]  # Tune starts new ones anyway
         return found, True
     return found, False

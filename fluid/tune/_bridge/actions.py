@@ -1,6 +1,6 @@
 """What FluidExecutor does to Tune: hold a trial, release it with a placement group shape, and
-the two objects it installs at the first trial (the ``fluid_shape`` callback and the limit on a
-model-based searcher's trials in flight).
+what it installs at the first trial (the ``fluid_shape`` callback, each iteration once for
+every logger, and the limit on a model-based searcher's trials in flight).
 
 A resize is a PAUSE decision (``FluidExecutor.on_trial_result``) followed by a release at the
 new width: Tune saves and stops the trial, then restores it in the new placement group.
@@ -18,9 +18,10 @@ from ray.tune.experiment import Trial
 
 from fluid.core import GpuPool
 from fluid.tune import _ray_compat as compat
-from fluid.tune._records import Phase, TrialBook, TrialRecord
-from fluid.tune._report import PlanReport
-from fluid.tune._shapes import describe
+from fluid.tune._bridge.once import install_once
+from fluid.tune._bridge.report import PlanReport
+from fluid.tune._bridge.shapes import describe
+from fluid.tune._records import Phase, TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")
 
@@ -38,20 +39,18 @@ def hold(tc: Any, trial: Trial, requeued: bool) -> None:
         trial.set_status(Trial.PAUSED)
 
 
-def release(rec: TrialRecord, tc: Any, pool: GpuPool, clock: Callable[[], float],
-            shape: PlacementGroupFactory, report: PlanReport) -> Trial:
-    """Give a held or resizing trial ``shape``, the placement group of its planned width."""
+def release(rec: TrialRecord, tc: Any, store: TrialStore, pool: GpuPool,
+            clock: Callable[[], float], shape: PlacementGroupFactory, report: PlanReport) -> Trial:
+    """Give a ready or resizing trial ``shape``, the placement group of its planned width, and
+    hand it to Tune (a resizing trial stays RESIZING until its first result)."""
     assert rec.width is not None
     if rec.trial.checkpoint is not None:
         _sync_experiment(tc)
     rec.trial.update_resources(shape)
-    rec.actual = rec.width
-    rec.fresh_start = True
+    phase = Phase.RESIZING if rec.phase is Phase.RESIZING else Phase.RUNNING
+    store.move(rec, phase, actual=rec.width, fresh_start=True, base_status=Trial.RUNNING)
     gpus = pool.where(rec.trial_id)
-    rec.shapes.append((clock(), rec.width, gpus))
-    if rec.phase is not Phase.RESIZING:
-        rec.phase = Phase.RUNNING
-    rec.base_status = Trial.RUNNING
+    store.log_shape(rec, clock(), rec.width, gpus)
     report.started(rec, gpus, len(pool.neighbours(rec.trial_id)))
     if rec.asked > 0 and rec.w_min is None:  # asked for GPUs, and Fluid may resize it
         report.request_resized(rec)
@@ -73,15 +72,21 @@ def _sync_experiment(tc: Any) -> None:
         logger.warning("Fluid: experiment snapshot before a restart failed: %s", e)
 
 
-def install_shape_column(controller: Any, book: TrialBook, mps: Any) -> None:
-    """Add each iteration's shape to its result, so progress tables and logs show it."""
+def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
+    """Add each iteration's shape to its result, so progress tables and logs show it; keep
+    each iteration once in the result files and for every other logger and callback
+    (``once.install_once``); start the MPS daemons (``mps``), stopped when the experiment
+    ends."""
     callbacks = compat.callback_list(controller)
     if callbacks is not None:
         # Before the loggers write the result.
-        callbacks.insert(0, ShapeColumn(book, mps, controller))
+        callbacks.insert(0, ShapeColumn(store, mps, controller))
     elif mps is not None:
         logger.warning("Fluid: cannot hook the experiment's end; stop the MPS daemons "
                        "yourself with mps.stop()")
+    install_once(controller, (ShapeColumn,))
+    if mps is not None:
+        mps.start()
 
 
 def install_outstanding_limit(tc: Any, outstanding: Callable[[], int],
@@ -104,12 +109,12 @@ class ShapeColumn(Callback):
     shows ``fluid_shape`` in Tune's progress table; stops the executor's MPS daemons when the
     experiment ends."""
 
-    def __init__(self, book: TrialBook, mps: Any, controller: Any = None) -> None:
-        self._book, self._mps, self._controller = book, mps, controller
+    def __init__(self, store: TrialStore, mps: Any, controller: Any = None) -> None:
+        self._store, self._mps, self._controller = store, mps, controller
 
     def on_trial_result(self, iteration: int, trials: list, trial: Trial, result: dict,
                         **info: Any) -> None:
-        rec = self._book.get(trial.trial_id)
+        rec = self._store.get(trial.trial_id)
         if rec is not None and rec.actual is not None:
             result["fluid_shape"] = describe(rec.actual)
             result["fluid_gpus"] = rec.actual

@@ -7,19 +7,18 @@ only wraps it in Ray's type.
 from __future__ import annotations
 
 import functools
-import math
 
 from ray.tune import PlacementGroupFactory
 
-from fluid.core import is_packed, shapes
+from fluid.core import shapes
 from fluid.core.extras import Extras, with_extras
-from fluid.core.model import WIDTH_TOL
-from fluid.core.shapes import ElasticTrainable
+from fluid.core.shapes import ElasticTrainable, request_width
 from fluid.core.shapes import is_elastic as is_elastic_class
 from fluid.core.shapes import label as describe
+from fluid.core.tolerances import WIDTH_TOL
 
 __all__ = [
-    "ElasticTrainable", "cpus_in", "cpus_of", "describe", "is_elastic_class", "request_width",
+    "ElasticTrainable", "cpus_in", "cpus_of", "describe", "is_elastic_class",
     "shape_cpus", "shape_for", "shape_of", "width_of",
 ]
 
@@ -38,8 +37,8 @@ def shape_of(width: float, cpus_per_trial: float, cpus_per_worker: float,
     """The placement group factory a trial runs in at ``width`` GPUs.
 
     ``request``: the trial's own factory, kept as it is when the plan gives the trial what it
-    asked for (``request_width``); any other width gets Fluid's shape (``shape_for``) with the
-    request's ``extras``.
+    asked for (``fluid.core.shapes.request_width``); any other width gets Fluid's shape
+    (``shape_for``) with the request's ``extras``.
     """
     if request is not None and abs(request_width(width_of(request)) - width) <= WIDTH_TOL:
         return request
@@ -51,18 +50,6 @@ def shape_cpus(width: float, cpus_per_trial: float, cpus_per_worker: float) -> f
     """``cpus_in(shape_for(...))``, remembered: building a factory costs tens of microseconds
     and the planner counts the CPUs of every queued and placed trial at every plan."""
     return cpus_in(shape_for(width, cpus_per_trial, cpus_per_worker))
-
-
-def request_width(asked: float) -> float:
-    """The least width Fluid plans that gives a trial the ``asked`` GPUs (0: none asked).
-
-    A share below one rounds up to a share ``1/k`` (0.3 -> 1/3), above one to whole GPUs.
-    """
-    if asked <= WIDTH_TOL:
-        return 0.0
-    if is_packed(asked):
-        return 1.0 / math.floor(1.0 / asked + WIDTH_TOL)
-    return float(math.ceil(asked - WIDTH_TOL))
 
 
 def cpus_in(pgf: PlacementGroupFactory) -> float:

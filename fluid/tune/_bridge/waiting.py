@@ -2,8 +2,8 @@
 
 An autoscaling cluster may have no GPU when the experiment starts (GPU nodes join on demand),
 or fewer GPUs or CPUs than one trial asks for. Fluid then holds the trials and says, in one
-line per thing it waits for, what that is; they are planned as nodes join (the planner follows
-the cluster, ``Planner.sync_cluster``). With ``FluidExecutor(wait_for_nodes=False)`` such a
+line per thing it waits for, what that is, and asks the autoscaler for it; they are planned as
+nodes join (the planner follows the cluster, ``Planner.sync_cluster``). With ``FluidExecutor(wait_for_nodes=False)`` such a
 cluster or trial is refused instead, with ``FluidConfigError``.
 """
 
@@ -13,9 +13,10 @@ import logging
 import math
 from collections.abc import Callable
 
+from fluid.core.tolerances import CPU_TOL
+from fluid.tune._cpus import CpuAccount
 from fluid.tune._options import FluidConfigError
-from fluid.tune._planner import CPU_TOL, Planner
-from fluid.tune._records import Phase, TrialBook, TrialRecord
+from fluid.tune._records import Phase, TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")
 
@@ -79,31 +80,30 @@ class NodeWait:
                   "no GPU yet; trials start as GPUs come")
         self._demand(("no GPU", 0.0), [{"GPU": 1.0}])
 
-    def review(self, book: TrialBook, planner: Planner) -> None:
-        """After the cluster's GPUs changed: say what the trials not started yet wait for, and
-        withdraw the autoscaler requests the cluster now holds."""
-        if planner.gpus == self._gpus:
+    def review(self, store: TrialStore, gpus: float, cpus: CpuAccount) -> None:
+        """After the cluster's GPUs changed (now ``gpus``): say what the trials not started yet
+        wait for, and withdraw the autoscaler requests the cluster now holds."""
+        if gpus == self._gpus:
             return
-        self._gpus = planner.gpus
+        self._gpus = gpus
         held = {k: v for k, v in self._asked.items()
-                if not (k[0] == "no GPU" and planner.gpus > 0)
-                and not (k[0] == "GPUs" and k[1] <= planner.gpus)}
+                if not (k[0] == "no GPU" and gpus > 0) and not (k[0] == "GPUs" and k[1] <= gpus)}
         if held != self._asked:
             self._asked = held
             self._send()
-        for rec in book.in_phase(WAITING_TO_START):
-            self.check_trial(rec, planner)
+        for rec in store.in_phase(WAITING_TO_START):
+            self.check_trial(rec, gpus, cpus)
 
-    def check_trial(self, rec: TrialRecord, planner: Planner) -> None:
-        """A trial asking for more GPUs or CPUs than the cluster has: it waits (or is
-        refused)."""
+    def check_trial(self, rec: TrialRecord, gpus: float, cpus: CpuAccount) -> None:
+        """A trial asking for more GPUs or CPUs than the cluster has (``gpus``, ``cpus.total``):
+        it waits (or is refused)."""
         asked = rec.w_min or 0.0  # what it must get (a request Fluid may resize: no floor)
-        if planner.gpus > 0 and asked > planner.gpus:
-            self._too_large(rec, "GPUs", asked, planner.gpus)
-            self._demand(("GPUs", asked), list(planner.shape(rec, asked).bundles))
-        need = planner.cpus_needed(rec)
-        if planner.cpus is not None and need > planner.cpus + CPU_TOL:
-            self._too_large(rec, "CPUs", need, planner.cpus)
+        if gpus > 0 and asked > gpus:
+            self._too_large(rec, "GPUs", asked, gpus)
+            self._demand(("GPUs", asked), list(cpus.shape(rec, asked).bundles))
+        need = cpus.needed(rec)
+        if cpus.total is not None and need > cpus.total + CPU_TOL:
+            self._too_large(rec, "CPUs", need, cpus.total)
 
     def _too_large(self, rec: TrialRecord, unit: str, asked: float, have: float) -> None:
         if self.refuse:

@@ -8,11 +8,11 @@ and a user's own callbacks would each show the iteration twice.
 
 ``Once`` wraps every such callback of the experiment (at the first trial, in its place in the
 list): a result reaches it only when its ``training_iteration`` is past the last one it was
-given for that trial (``Delivered``, shared by the wrappers). What a callback once saw stays as it saw it; the re-run of those iterations is
-not passed on. Left as they are:
+given for that trial (``Delivered``, shared by the wrappers). What a callback once saw stays as
+it saw it; the re-run of those iterations is not passed on. Left as they are:
 
 * Tune's JSON and CSV loggers: their files are restored from storage when a trial restarts
-  and trimmed to the restart iteration (``fluid.tune._history.RestartTrim``), so they must
+  and trimmed to the restart iteration (``_bridge.history.RestartTrim``), so they must
   get the re-run's rows;
 * progress reporters (a display, not a log) and Fluid's own callbacks.
 
@@ -33,7 +33,7 @@ from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.progress_reporter import TrialProgressCallback
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._history import (
+from fluid.tune._bridge.history import (
     ITERATION,
     RestartTrim,
     install_restart_trim,
@@ -91,7 +91,7 @@ class Delivered:
 def _passing(hook: str) -> Any:
     """A ``Once`` hook that hands its call to the wrapped callback unchanged."""
 
-    def passed(self: Once, **info: Any) -> None:
+    def passed(self, **info: Any) -> None:
         getattr(self.inner, hook)(**info)
 
     passed.__name__ = hook
@@ -114,6 +114,7 @@ class Once(Callback):
     setup = _passing("setup")
     on_step_begin = _passing("on_step_begin")
     on_step_end = _passing("on_step_end")
+
     def on_trial_start(self, **info: Any) -> None:
         self._delivered.starting(info["trial"])
         self.inner.on_trial_start(**info)

@@ -1,0 +1,120 @@
+"""Every tuning constant of FluidExecutor, in one frozen config with one set of defaults.
+
+``PolicyConfig`` holds what a TrialGroup is planned with (``c``, ``d``, ``eps``, thresholds);
+``Tunables`` holds the constants of the time-to-target rules around StaticFluid and DynamicFluid
+(``fluid.core.policy``), of the executor's estimates and of its bookkeeping. FluidExecutor takes
+one (``FluidExecutor(tunables=Tunables(...))``); its options ``o_th``, ``c_max`` and
+``default_iteration_time`` set the fields of the same name.
+
+Why FluidExecutor's ``o_th`` and ``c_max`` are not ``PolicyConfig``'s defaults (``O_TH = 0.10``,
+``C_MAX = 8``, what ``fluid profile`` and ``fluid plan`` use): those two serve the paper's
+objective, a group's makespan, for which packing pays as soon as it adds throughput, and
+``fluid profile`` reports what the hardware allows under it. FluidExecutor serves the time to
+target: a packed trial that turns out to be the winner reaches the target later, so it packs
+only where the measured gain is large, and a profile's ``c`` only caps what that allows.
+
+Example:
+    >>> Tunables().resize_gain
+    12.0
+    >>> Tunables(probe_d=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: probe_d must be >= 2, got 1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fluid.core.checks import check_number
+
+
+@dataclass(frozen=True)
+class Tunables:
+    """The constants of FluidExecutor's policy, estimates and bookkeeping (one default each).
+
+    Attributes:
+        o_th: ``O_th`` of the time-to-target objective: two trials share a GPU only if
+            ``1 - alpha_i / 2 > o_th``, i.e. ``alpha_i < 1.2`` (packing the eventual winner
+            delays the target more than packing gains).
+        c_max: most trials on one GPU: published training measurements stop at two per GPU.
+        priority_alpha: a trial the algorithm waits on (priority > 0) is packed only if its own
+            measured ``alpha_i`` is below this (packing it must cost next to nothing).
+        resize_gain: a resize is made only if it gains this many ``eps`` (anti-oscillation: a
+            re-plan on noisy estimates must not move trials back and forth).
+        idle_gain: the margin when a plan only grows trials into GPUs that nobody waits for
+            nor will (no other trial moves, so nothing can oscillate).
+        max_resizes: most resizes of one trial while its budget (its rung) stays the same.
+        probe_d: width of a gang probe: the narrowest gang that measures ``beta_i``.
+        probe_min_eps: a trial is probed only with at least this many ``eps`` of one-GPU work
+            left: a probe that gains nothing then costs at most ``2 / probe_min_eps`` of it.
+        probe_stop: no more probes once the trials measured so far make a gang of
+            ``probe_d`` take more than this share of one GPU's time (one experiment's
+            configurations share a model family and hardware: they scale alike).
+        round_share: small changes re-plan a group once they are this share of its running
+            trials (each re-plan visits all of them).
+        prior_alpha: ``alpha`` of an unmeasured trial: two on a GPU gain nothing, so it runs
+            alone, as under plain Tune.
+        prior_beta: ``beta`` of an unmeasured trial: a gang of two is no faster than one GPU.
+        prior_weight: how many samples the prior is worth when a trial's own estimate is
+            shrunk towards it (one: a single measurement moves it half way, in log space).
+        default_eps: seconds a resize is assumed to cost before a resize or a start is
+            measured (a restart of a small model on Ray).
+        default_iteration_time: one-GPU seconds per iteration before any trial reported (only
+            ratios between trials matter, so budgets decide the first plan).
+        samples_kept: recent iteration times kept per trial and per width (iteration times
+            drift: warm-up, data loading).
+        eps_samples_kept: recent resize (and start) costs kept for the median ``eps``.
+        eligible_scan: most held trials the base scheduler is asked about per controller step
+            (bounds the work with 10,000-trial groups).
+        save_every_s: least seconds between two unforced writes of ``fluid_state.json``.
+        save_share: an unforced write waits at least this many times its own duration (the
+            state grows with every trial: writes stay a small share of the driver's time).
+        resources_refresh_s: seconds between two reads of the cluster's resources (a read asks
+            Ray's control store; nodes join or leave far less often).
+    """
+
+    o_th: float = 0.4
+    c_max: int = 2
+    priority_alpha: float = 1.05
+    resize_gain: float = 12.0
+    idle_gain: float = 5.0
+    max_resizes: int = 2
+    probe_d: int = 2
+    probe_min_eps: float = 80.0
+    probe_stop: float = 0.9
+    round_share: float = 0.1
+    prior_alpha: float = 2.0
+    prior_beta: float = 2.0
+    prior_weight: float = 1.0
+    default_eps: float = 5.0
+    default_iteration_time: float = 1.0
+    samples_kept: int = 5
+    eps_samples_kept: int = 10
+    eligible_scan: int = 256
+    save_every_s: float = 2.0
+    save_share: float = 1000.0
+    resources_refresh_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        check_number("o_th", self.o_th, 0, 1, high_open=True)
+        check_number("c_max", self.c_max, 1, integer=True)
+        check_number("priority_alpha", self.priority_alpha, 1)
+        check_number("resize_gain", self.resize_gain, 0)
+        check_number("idle_gain", self.idle_gain, 0)
+        check_number("max_resizes", self.max_resizes, 0, integer=True)
+        check_number("probe_d", self.probe_d, 2, integer=True)
+        check_number("probe_min_eps", self.probe_min_eps, 0)
+        check_number("probe_stop", self.probe_stop, 0)
+        check_number("round_share", self.round_share, 0)
+        check_number("prior_alpha", self.prior_alpha, 1)
+        check_number("prior_beta", self.prior_beta, 1)
+        check_number("prior_weight", self.prior_weight, 0, low_open=True)
+        check_number("default_eps", self.default_eps, 0, unit="seconds")
+        check_number("default_iteration_time", self.default_iteration_time, 0, low_open=True,
+                     unit="seconds")
+        for name in ("samples_kept", "eps_samples_kept", "eligible_scan"):
+            check_number(name, getattr(self, name), 1, integer=True)
+        check_number("save_every_s", self.save_every_s, 0, unit="seconds")
+        check_number("save_share", self.save_share, 0)
+        check_number("resources_refresh_s", self.resources_refresh_s, 0, unit="seconds")
