@@ -24,7 +24,7 @@ def results_dir(tmp_path_factory):
             tune.report({"acc": config["q"] * (i + 1) / 5})
 
     path = tmp_path_factory.mktemp("ray_results")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         tune.run(trainable, config={"q": tune.grid_search(list(ITERS))}, storage_path=str(path),
                  name="replayed", verbose=0, resources_per_trial={"cpu": 1})
