@@ -4,8 +4,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The oldest Ray that fluid.tune supports (SUPPORTED_RAY in fluid/tune/_ray_compat.py):
+# `make test-oldest-ray` runs the Tune, Train and scheduler tests on it, in a second venv.
+# Ray 2.50 runs Ray Train V1 unless RAY_TRAIN_V2_ENABLED=1 (Fluid's Ray Train glue needs V2).
+OLDEST_RAY := 2.50.1
+OLD_VENV := .venv-ray-oldest
+OLD_STAMP := $(OLD_VENV)/.installed
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test test-oldest-ray lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,8 +31,18 @@ test: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments
 	$(BIN)/python -m pytest -q --durations=15 tests
 
+$(OLD_STAMP): pyproject.toml
+	test -x $(OLD_VENV)/bin/python || $(PYTHON) -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OLD_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(OLD_VENV)/bin/python -m pip install -q -e '.[test]' 'ray[tune]==$(OLDEST_RAY)'
+	touch $(OLD_STAMP)
+
+test-oldest-ray: $(OLD_STAMP)
+	RAY_TRAIN_V2_ENABLED=1 $(OLD_VENV)/bin/python -m pytest -q tests/tune tests/train tests/schedulers
+
 lint: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(OLD_VENV) build *.egg-info

@@ -10,6 +10,7 @@ trial larger than the cluster, ``reuse_actors``) and bad trainables (against pla
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -99,15 +100,34 @@ def _trial(gpus: float = 0.0) -> Trial:
 
 
 @pytest.mark.parametrize(("gpus", "reuse", "asks", "text"), [
-    (0, False, 0, "the Ray cluster has no GPUs; .* ray.init\\(num_gpus=N\\)"),
+    (0, False, 0, "the Ray cluster has no GPUs; .* ray.init\\(num_gpus=N\\).*wait_for_nodes"),
     (2, True, 0, "reuse_actors=True cannot be used with FluidExecutor"),
     (2, False, 3, "asks for 3 GPUs but the cluster has 2"),
 ])
 def test_cluster_states_at_the_first_trial(gpus, reuse, asks, text):
-    ex = FluidExecutor(resources=_Gpus(gpus))
+    ex = FluidExecutor(resources=_Gpus(gpus), wait_for_nodes=False)
     with pytest.raises(FluidConfigError, match=text) as e:
         ex.on_trial_add(_controller(reuse), _trial(asks))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(("gpus", "asks", "line"), [
+    (0, 0, "waiting for GPU nodes to join: the Ray cluster has no GPU yet"),
+    (2, 3, "needs 3 GPUs, the cluster has 2; it starts when enough join"),
+])
+def test_a_cluster_too_small_for_now_waits_with_one_line(gpus, asks, line, caplog):
+    ex = FluidExecutor(resources=_Gpus(gpus))
+    with caplog.at_level(logging.WARNING, logger="fluid"):
+        for _ in range(3):  # the same wait is said once
+            ex.on_trial_add(_controller(), _trial(asks))
+    said = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+    assert len(said) == 1 and line in said[0], said
+    assert ex.debug_string().startswith(f"Fluid: {gpus:g} GPUs, running none; queued")
+
+
+def test_wait_for_nodes_is_a_flag():
+    with pytest.raises(FluidConfigError, match="wait_for_nodes must be True or False"):
+        FluidExecutor(wait_for_nodes="yes")
 
 
 # --------------------------------------------------------------------------- schedulers

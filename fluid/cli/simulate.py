@@ -231,7 +231,13 @@ def parse_baselines(value: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``fluid simulate``; returns the exit code."""
+    """``fluid simulate``; returns the exit code (2, with one line, on a Ray it cannot mirror)."""
+    from fluid.tune._ray_compat import simulator_problem
+
+    problem = simulator_problem()
+    if problem:
+        print(f"fluid simulate: {problem}", file=sys.stderr)
+        return 2
     quiet_logs()
     if args.gpus is not None and args.gpus < 1:
         raise ValueError(f"--gpus must be >= 1, got {args.gpus}")

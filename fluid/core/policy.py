@@ -8,7 +8,8 @@ DynamicFluid may act (every constant is a field of ``Tunables``):
   ``c_max``; ``d_i`` from its ``beta_i`` under ``s_th``, at most ``probe_d`` until its own
   ``beta_i`` is measured and one GPU until its iteration time is; a trial the algorithm waits
   on (priority > 0) runs alone unless its own ``alpha_i < priority_alpha``; a ``keep_shape``
-  trial (a PBT member) gets plain Tune's shape and nothing else;
+  trial (a PBT member) gets plain Tune's shape and nothing else; a Ray Train trial is never
+  packed (its workers take whole GPUs) and gets no more GPUs than its workers' range allows;
 * **resizes** (``resize_group``): DynamicFluid's plan is applied only where each resize gains
   ``resize_gain`` x ``eps`` (``idle_gain`` x ``eps`` for a plan that only grows trials into
   GPUs nobody waits for nor will), each trial at most ``max_resizes`` times per rung, and only
@@ -67,6 +68,8 @@ class TrialFacts:
         keeps_shape: its TrialGroup keeps plain Tune's shapes (a PBT population).
         asked: GPUs its own placement group asked for (0: none).
         own_request: it runs in its own placement group at ``w_min`` (not elastic).
+        ray_train: it runs a Ray Train trainer, one worker per GPU (``fluid.core.ray_train``).
+        w_max: most width it allows (``None``: no bound of its own).
     """
 
     alpha: float
@@ -81,6 +84,8 @@ class TrialFacts:
     keeps_shape: bool = False
     asked: float = 0.0
     own_request: bool = False
+    ray_train: bool = False
+    w_max: float | None = None
 
 
 def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gpus: float,
@@ -112,6 +117,10 @@ def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gp
         c = 1  # what the algorithm waits on runs alone unless its packing is measured free
     if facts.min_share is not None:
         c = min(c, int(math.floor(1 / facts.min_share + WIDTH_TOL)))
+    if facts.ray_train:  # its workers take whole GPUs: never packed
+        c = 1
+    if facts.w_max is not None:
+        d = min(d, max(1, int(facts.w_max)))
     w_min = facts.w_min
     if facts.keeps_shape:
         # Plain Tune's shape: what it asked for, at least one GPU (several only as its own

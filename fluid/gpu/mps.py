@@ -63,6 +63,19 @@ def thread_percentage(share: float) -> int:
     return max(1, min(100, math.ceil(round(share * 100, 6))))
 
 
+def _session_name() -> str:
+    """A name of the Ray cluster's session: Ray's own from 2.54 (``get_session_name``), before
+    it the head node's id (new with every start of the cluster)."""
+    import ray
+
+    context = ray.get_runtime_context()
+    if hasattr(context, "get_session_name"):  # Ray 2.54 on (_ray_compat.SESSION_NAME)
+        return context.get_session_name()
+    head = [n["NodeID"] for n in ray.nodes()
+            if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {})]
+    return f"head-{head[0][:12]}" if head else f"node-{context.get_node_id()[:12]}"
+
+
 def base_dir(session_name: str, node_id: str, root: str = "/tmp/fluid-mps") -> str:
     """Per-session, per-node MPS directory (short: the pipe path must fit a Unix socket)."""
     return os.path.join(root, session_name, node_id[:12])
@@ -222,7 +235,7 @@ class MPSManager:
 
         if not ray.is_initialized():
             raise RuntimeError("MPSManager.start() needs ray.init() first")
-        session = ray.get_runtime_context().get_session_name()
+        session = _session_name()
         nodes = self._nodes if self._nodes is not None else gpu_nodes()
         remote = ray.remote(num_cpus=0, max_concurrency=4)(_MPSDaemon)
         for nid in nodes:

@@ -18,6 +18,10 @@ Names follow Ray Train's so they read familiar::
                       checkpoint=ft.save_checkpoint(model=model, optimizer=opt, loader=loader))
 
     tune.Tuner(tune.with_resources(ft.elastic(loop), ft.trial_resources(2))).fit()
+
+A trial that runs a Ray Train trainer instead is marked with ``ft.ray_train`` and builds its
+trainer with ``ft.scaling_config()`` and ``ft.run_config()`` (README, "Using Fluid with Ray
+Train").
 """
 
 import importlib
@@ -40,6 +44,9 @@ _LAZY = {
     "elastic": "_elastic",
     "is_elastic": "_elastic",
     "trial_resources": "_elastic",
+    "ray_train": "_ray_train",
+    "run_config": "_ray_train",
+    "scaling_config": "_ray_train",
 }
 
 
@@ -61,8 +68,11 @@ __all__ = [
     "load_checkpoint",
     "prepare_data_loader",
     "prepare_model",
+    "ray_train",
     "report",
+    "run_config",
     "save_checkpoint",
+    "scaling_config",
     "trial_resources",
     "unwrap_model",
 ]

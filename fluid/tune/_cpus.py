@@ -2,7 +2,7 @@
 of the trials placed, so Fluid never plans more trials than Ray can run.
 
 A shape's CPUs are those of its placement-group bundles (``fluid.tune._bridge.shapes``): the
-trainable's own bundle, plus one bundle per gang worker.
+trainable's own bundle, plus one bundle per gang worker (or per Ray Train worker).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fluid.core.tolerances import CPU_TOL
+from fluid.tune._bridge.ray_train import train_shape
 from fluid.tune._bridge.shapes import cpus_in, shape_cpus, shape_of
 from fluid.tune._records import PLACED, TrialRecord, TrialStore
 
@@ -32,14 +33,16 @@ class CpuAccount:
     def shape(self, rec: TrialRecord, width: float) -> Any:
         """The ``PlacementGroupFactory`` the trial runs in at ``width`` GPUs."""
         cpus = rec.cpus if self._per_trial is None else self._per_trial
-        return shape_of(width, cpus, self._per_worker, rec.request)
+        if rec.ray_train:  # the driver and its workers' CPUs; Train's workers take the GPUs
+            return train_shape(width, cpus, self._per_worker, rec.extras)
+        return shape_of(width, cpus, self._per_worker, rec.request, rec.extras)
 
     def needed(self, rec: TrialRecord, width: float | None = None) -> float:
         """CPUs of the trial's shape at ``width`` (default: its planned width, else the least
         it may get)."""
         w = width if width is not None else rec.width
         w = w if w is not None else rec.w_min or 1.0
-        if rec.request is None:  # Fluid's own shape: its CPUs depend on these alone
+        if rec.request is None and not rec.ray_train:  # Fluid's gang shape: these alone
             cpus = rec.cpus if self._per_trial is None else self._per_trial
             return shape_cpus(w, cpus, self._per_worker)
         return cpus_in(self.shape(rec, w))

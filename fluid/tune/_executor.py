@@ -33,6 +33,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid.core import S_TH, PolicyConfig, Tunables
 from fluid.tune import _ray_compat as compat
+from fluid.tune._bridge.limits import check_base
 from fluid.tune._bridge.resources import ResourceView
 from fluid.tune._group import TrialGroup
 from fluid.tune._hooks import TuneHooks
@@ -105,6 +106,8 @@ class FluidExecutor(TrialScheduler):
             for, unless this is ``True``: then Fluid sizes it like any other trial and warns
             once per trial whose shape differs. A trial that asks for no GPU (Tune's default)
             is always sized by Fluid.
+        wait_for_nodes: a cluster without GPUs, or a trial needing more GPUs or CPUs than it
+            has, waits for nodes to join, saying what for (``False``: ``FluidConfigError``).
         verbose: print one line per plan change (a trial starting packed, on one GPU or as a
             gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
             verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.
@@ -146,6 +149,7 @@ class FluidExecutor(TrialScheduler):
         refine: bool = True,
         mps: Any = None,
         resize_requests: bool = False,
+        wait_for_nodes: bool = True,
         verbose: bool | None = None,
         tunables: Tunables | None = None,
         clock: Callable[[], float] | None = None,
@@ -159,7 +163,8 @@ class FluidExecutor(TrialScheduler):
             gpu_memory=gpu_memory, trial_memory=trial_memory, max_outstanding=max_outstanding,
             cpus_per_trial=cpus_per_trial, cpus_per_worker=cpus_per_worker, elastic=elastic,
             default_iteration_time=default_iteration_time, dynamic=dynamic, refine=refine,
-            mps=mps, resize_requests=resize_requests, verbose=verbose, tunables=tunables,
+            mps=mps, resize_requests=resize_requests, wait_for_nodes=wait_for_nodes,
+            verbose=verbose, tunables=tunables,
         )
         self._hooks = TuneHooks(self.options, _checked_base(base_scheduler or FIFOScheduler()),
                                 clock, resources, exact_limits=profile is None)
@@ -310,4 +315,5 @@ def _checked_base(base: Any) -> TrialScheduler:
     if not isinstance(base, TrialScheduler) or isinstance(base, FluidExecutor):
         raise FluidConfigError("base_scheduler must be a ray.tune TrialScheduler other than "
                                f"FluidExecutor, got {type(base).__name__}")
+    check_base(base)
     return base

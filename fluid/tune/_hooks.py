@@ -22,9 +22,12 @@ from fluid.tune import _barrier as barrier
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge import actions, admission
 from fluid.tune._bridge.base import base_view, eligible
+from fluid.tune._bridge.limits import announce_cap
+from fluid.tune._bridge.ray_train import TrainStartGate, check_ray_train
 from fluid.tune._bridge.report import PlanReport
 from fluid.tune._bridge.resources import RayResourceView, ResourceView, cpus_of_view
 from fluid.tune._bridge.state import StateFile, state_of
+from fluid.tune._bridge.waiting import NodeWait
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup, TrialGroupMixin
 from fluid.tune._options import FluidConfigError, FluidOptions
@@ -68,6 +71,8 @@ class TuneHooks:
         self.report = PlanReport(options.verbose)
         self._state = StateFile(self._clock, self.tunables)
         self._kinds = admission.TrainableKinds()
+        self._waits = NodeWait(refuse=not options.wait_for_nodes)
+        self._train_gate = TrainStartGate()
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._checked = False
         self._restored: dict[str, Any] = {}  # saved measurements by trial id
@@ -89,10 +94,13 @@ class TuneHooks:
         if self._resources is None:
             self._resources = RayResourceView(self._clock, self.tunables.resources_refresh_s)
         gpus = self._resources.gpus()
-        admission.check_setup(controller, gpus)
+        admission.check_setup(controller)
+        self._waits.check_cluster(gpus)
         self.planner.start(gpus, cpus_of_view(self._resources))
         self.report.start(controller)
-        bound = self.options.max_outstanding or max(2, int(2 * gpus))
+        announce_cap(getattr(tc, "search_alg", None), gpus)
+        # Twice the GPUs there are now: the bound follows the cluster as nodes join.
+        bound = self.options.max_outstanding or (lambda: max(2, int(2 * self.planner.gpus)))
         actions.install_outstanding_limit(tc, self._outstanding, bound)
         actions.install_callbacks(controller, self.store, self.options.mps)
         compat.forgive_failures(controller, self.out_of_gpu_memory)
@@ -134,14 +142,14 @@ class TuneHooks:
             self._file(admission.finished_record(self.store, trial, self._kinds.of(trial),
                                                  saved))
             return
-        admission.check_request(self.planner.gpus, trial)
         rec = self.store.get(trial.trial_id)
         self._ask_base(self.base.on_trial_add, tune_controller, trial)
         requeued = rec is not None  # Tune re-adds a trial after a failure it will retry
         if rec is None:
             rec = admission.new_record(self.store, trial, self._kinds.of(trial),
                                        self.options.elastic, self.options.resize_requests, saved)
-            admission.check_cpus(self.planner.cpus, rec)
+            check_ray_train(rec, self.options.cpus_per_worker)
+            self._waits.check_trial(rec, self.planner.gpus, self.planner.cpus)
             self._file(rec)
         else:
             self.planner.unplace(rec)
@@ -159,6 +167,7 @@ class TuneHooks:
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """Plan if anything changed; return the next planned trial with its new shape."""
         self.planner.sync_cluster(self._resources)
+        self._waits.review(self.store, self.planner.gpus, self.planner.cpus)
         # A trial the base paused is PAUSED only once Tune saved it; then the base may want
         # to start others (HyperBandForBOHB halves a bracket when nothing runs).
         settled = [t for t in self._pausing if self.store[t].trial.status != Trial.RUNNING]
@@ -168,7 +177,8 @@ class TuneHooks:
         caught_up = barrier.released(self.store)
         if self.planner.due or caught_up:
             self._plan(tune_controller, caught_up)
-        rec = self.planner.next_ready()
+        rec = self.planner.next_ready(
+            lambda r: self._train_gate.fits(r, self.store, self._resources))
         if rec is None:
             self._stop_stranded(tune_controller)
             return None

@@ -57,6 +57,7 @@ class FluidOptions:
     mps: Any = None
     resize_requests: bool = False
     verbose: bool | None = None
+    wait_for_nodes: bool = True
     tunables: Tunables | None = None
     policy: PolicyConfig = field(init=False, repr=False, compare=False)
 
@@ -71,7 +72,8 @@ class FluidOptions:
         if self.tunables is not None and not isinstance(self.tunables, Tunables):
             raise FluidConfigError(f"tunables must be a fluid.core.Tunables, got {self.tunables!r}")
         for name, none_ok in (("elastic", True), ("dynamic", False), ("refine", False),
-                              ("resize_requests", False), ("verbose", True)):
+                              ("resize_requests", False), ("verbose", True),
+                              ("wait_for_nodes", False)):
             flag = getattr(self, name)
             if not (isinstance(flag, bool) or (none_ok and flag is None)):
                 allowed = "True, False or None" if none_ok else "True or False"

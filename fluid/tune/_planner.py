@@ -174,13 +174,16 @@ class Planner:
         self._pending.pop(rec.trial_id, None)
         self.ready.append(rec.trial_id)
 
-    def next_ready(self) -> TrialRecord | None:
-        """The next trial to hand to Tune at its planned width, once Tune has it PAUSED."""
+    def next_ready(self, fits: Callable[[TrialRecord], bool] | None = None,
+                   ) -> TrialRecord | None:
+        """The next trial to hand to Tune at its planned width, once Tune has it PAUSED and
+        ``fits`` (if given) says Ray can hold it now."""
         for tid in list(self.ready):
             rec = self._store[tid]
             if rec.phase not in (Phase.READY, Phase.RESIZING):
                 self.ready.remove(tid)
-            elif rec.trial.status == Trial.PAUSED:  # a resizing trial: once Tune saved it
+            # (a resizing trial: once Tune saved it)
+            elif rec.trial.status == Trial.PAUSED and (fits is None or fits(rec)):
                 self.ready.remove(tid)
                 return rec
         return None

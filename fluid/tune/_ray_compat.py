@@ -6,7 +6,15 @@ Each is reached through one function here, with a comment on why, and
 Ray release that moves one fails that test by name instead of failing a run.
 
 Importing this module (and so ``fluid.tune``) with a Ray outside ``SUPPORTED_RAY`` raises
-``ImportError`` naming the supported range.
+``ImportError`` naming the supported range. Within it, each difference between Ray releases
+that Fluid meets is one gate here (``since``), with the release that brought it:
+
+* ``TRAIN_V2_DEFAULT``: Ray Train V2 is the default (before: ``RAY_TRAIN_V2_ENABLED=1``);
+* ``TRAIN_ELASTIC``: Ray Train's ``ScalingConfig(num_workers=(least, most))``;
+* ``SIMULATED_RAY``: the releases whose Tune controller ``fluid.sim`` reproduces;
+* ``SESSION_NAME``: ``RuntimeContext.get_session_name`` (``fluid.gpu.mps`` names its
+  directories after it, else after the head node);
+* ``TUNE_BOHB_CONFIGSPACE_1``: Ray's ``TuneBOHB`` speaks ConfigSpace 1.x (before: 0.x).
 """
 
 from __future__ import annotations
@@ -22,8 +30,23 @@ import ray
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-#: The Ray releases Fluid runs on (and its test suite ran on); also pinned in pyproject.toml.
-SUPPORTED_RAY = ">=2.60,<2.61"
+#: The Ray releases Fluid runs on: every minor release from 2.50 to 2.60. pyproject.toml pins
+#: the same range (``tests/tune/test_ray_compat.py`` checks that they agree); the whole suite
+#: runs on the newest, the Tune, Train and scheduler tests also on the oldest (``.ci/run``).
+SUPPORTED_RAY = ">=2.50,<2.61"
+#: Ray Train V2 (trainers whose workers get a placement group of their own) is the default.
+TRAIN_V2_DEFAULT = "2.51"
+#: Ray Train takes ``num_workers=(least, most)`` and resizes its worker group itself.
+TRAIN_ELASTIC = "2.55"
+#: ``ray.get_runtime_context().get_session_name()`` exists.
+SESSION_NAME = "2.54"
+#: Ray's ``TuneBOHB`` builds ConfigSpace 1.x spaces. Before, it needs ConfigSpace 0.x, which
+#: does not load beside numpy 2 (what current pyarrow and pandas need): no TuneBOHB there.
+TUNE_BOHB_CONFIGSPACE_1 = "2.56"
+#: The Tune controllers ``fluid.sim`` reproduces: from 2.57 a model-based searcher wrapped in
+#: a ``ConcurrencyLimiter`` may have that many trials pending (``_get_max_pending_trials``),
+#: before it one.
+SIMULATED_RAY = ">=2.57,<2.61"
 
 
 def check_ray_version(version: str | None = None) -> None:
@@ -37,6 +60,31 @@ def check_ray_version(version: str | None = None) -> None:
 
 
 check_ray_version()
+
+
+def since(release: str, version: str | None = None) -> bool:
+    """Whether ``version`` (default: the installed Ray) is ``release`` or later."""
+    return Version(ray.__version__ if version is None else version) >= Version(release)
+
+
+def simulator_problem(version: str | None = None) -> str | None:
+    """One line saying why ``fluid.sim`` cannot run on this Ray (``None``: it can)."""
+    version = ray.__version__ if version is None else version
+    if Version(version) in SpecifierSet(SIMULATED_RAY):
+        return None
+    return (f"the simulator reproduces the Tune controller of ray[tune]{SIMULATED_RAY}, found "
+            f"ray {version}; install one: pip install 'ray[tune]{SIMULATED_RAY}'")
+
+
+def train_v2_enabled() -> bool:
+    """Whether Ray Train runs V2 trainers here (the default from ``TRAIN_V2_DEFAULT``).
+
+    Why: Ray decides it in the private ``ray.train.v2._internal.constants.is_v2_enabled``
+    (``RAY_TRAIN_V2_ENABLED``, whose default changed in 2.51); asking it keeps Ray's rule.
+    """
+    from ray.train.v2._internal.constants import is_v2_enabled
+
+    return bool(is_v2_enabled())
 
 
 # ---------------------------------------------------------------------- the Tune controller
@@ -177,6 +225,17 @@ def restart_iteration(trial: Any) -> int | None:
     return int(result.metrics.get("training_iteration", 0) or 0)
 
 
+def checkpoint_iteration(trial: Any) -> int:
+    """The iteration of the checkpoint a starting trial restores, whoever wrote it (0: none).
+
+    Why: as ``restart_iteration``, from ``Trial.latest_checkpoint_result``.
+    """
+    result = trial.latest_checkpoint_result
+    if getattr(result, "checkpoint", None) is None:
+        return 0
+    return int(result.metrics.get("training_iteration", 0) or 0)
+
+
 def result_file_copies(trial: Any) -> list[tuple[str, str, Any]]:
     """Both copies of the trial's result files, as ``(name, path, filesystem)``.
 
@@ -280,13 +339,19 @@ __all__ = [
     "BUFFERED_RESULTS_ATTR",
     "PROGRESS_CSV",
     "RESULT_JSON",
+    "SESSION_NAME",
+    "SIMULATED_RAY",
     "SUPPORTED_RAY",
+    "TRAIN_ELASTIC",
+    "TRAIN_V2_DEFAULT",
+    "TUNE_BOHB_CONFIGSPACE_1",
     "StorageContext",
     "_FutureTrainingResult",
     "_TrainingResult",
     "_global_registry",
     "callback_list",
     "check_ray_version",
+    "checkpoint_iteration",
     "controller_of",
     "experiment_dir",
     "forgive_failures",
@@ -296,7 +361,10 @@ __all__ = [
     "reuses_actors",
     "set_trial_status",
     "show_result_column",
+    "simulator_problem",
+    "since",
     "snapshot_experiment",
+    "train_v2_enabled",
     "tune_verbosity",
     "wait_for_storage_sync",
 ]

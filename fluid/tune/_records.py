@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from fluid.core.extras import Extras
 from fluid.tune._group import TrialGroup
 
 logger = logging.getLogger("fluid")
@@ -96,6 +97,9 @@ class TrialRecord:
     is given from then on (its ``c_i = floor(1 / min_share)``). ``priority``: the TrialGroup's
     priority of the trial (its rung: a promoted trial, one a synchronous rung waits on);
     ``budget_resizes``: Fluid's resizes of it since its budget last changed (bounded per rung).
+    ``extras``: its request's resources beside CPUs and GPUs (accelerator type, custom
+    resources), kept in every shape; ``ray_train``: its trainable runs a Ray Train trainer, its
+    width the trainer's workers; ``w_max``: the most width it allows (``None``: no bound).
     """
 
     trial: Any  # the Tune ``Trial``
@@ -124,6 +128,9 @@ class TrialRecord:
     own_beta: tuple[float, int] | None = None  # (its own beta_i, samples it rests on)
     priority: int = 0  # what the algorithm waits on: > 0 never packed (a promoted trial)
     budget_resizes: int = 0  # resizes since its budget (rung) last changed
+    extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
+    ray_train: bool = False  # runs a Ray Train trainer: width = its workers (``_bridge.ray_train``)
+    w_max: float | None = None  # most width it allows (None: no bound of its own)
     seq: int = field(default=0, init=False, repr=False)  # order of addition (set when filed)
 
     @property

@@ -106,7 +106,7 @@ class SpecCache:
             beta_measured=rec.own_beta is not None, measured=bool(rec.samples),
             elastic=rec.elastic, priority=rec.priority, min_share=rec.min_share,
             w_min=rec.w_min, keeps_shape=self.keeps_shape(rec), asked=rec.asked,
-            own_request=rec.request is not None)
+            own_request=rec.request is not None, ray_train=rec.ray_train, w_max=rec.w_max)
 
     def placing_spec(self, rec: TrialRecord) -> TrialSpec:
         """A spec to place a queued trial with: placing reads only its id, ``c_i`` and

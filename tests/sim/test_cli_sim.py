@@ -121,3 +121,13 @@ def test_bench_sim_small(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["executor"] for r in rows] == ["tune", "fluid"]
     assert all(r["trials"] == 40 and r["wall_s"] > 0 for r in rows)
+
+
+def test_simulate_says_in_one_line_when_ray_is_too_old(monkeypatch, capsys):
+    import ray
+
+    monkeypatch.setattr(ray, "__version__", "2.55.1")
+    assert main(["simulate", "--algorithm", "grid", "--workload", "synthetic", "--gpus", "4",
+                 "--seeds", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "found ray 2.55.1" in err[0] and "ray[tune]>=2.57" in err[0], err

@@ -119,7 +119,8 @@ def test_bad_input_is_refused(ray4, tmp_path):
 
     greedy = ray.tune.with_resources(greedy_trainable, {"cpu": 0.1, "gpu": 8})
     with pytest.raises(Exception, match="asks for 8 GPUs but the cluster has 4"):
-        tune.run(greedy, trial_executor=_ex(), verbose=0, storage_path=str(tmp_path))
+        tune.run(greedy, trial_executor=_ex(wait_for_nodes=False), verbose=0,
+                 storage_path=str(tmp_path))
 
 
 def _alive(pid: int) -> bool:

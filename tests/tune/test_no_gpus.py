@@ -1,4 +1,7 @@
-"""A cluster without GPUs is refused with a clear error."""
+"""A cluster without GPUs: Fluid waits for GPU nodes (saying so in one line), or refuses it
+with a clear error when asked to (``wait_for_nodes=False``)."""
+
+import logging
 
 import pytest
 import ray
@@ -14,7 +17,18 @@ def ray_cpu_only():
     ray.shutdown()
 
 
-def test_cluster_without_gpus(ray_cpu_only, tmp_path):
+def test_cluster_without_gpus_is_refused_when_asked(ray_cpu_only, tmp_path):
     with pytest.raises(Exception, match="has no GPUs"):
-        tune.run(modeled, trial_executor=FluidExecutor(cpus_per_trial=0.1), verbose=0,
-                 storage_path=str(tmp_path))
+        tune.run(modeled, trial_executor=FluidExecutor(cpus_per_trial=0.1, wait_for_nodes=False),
+                 verbose=0, storage_path=str(tmp_path))
+
+
+def test_cluster_without_gpus_waits_for_them(ray_cpu_only, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="fluid"):
+        analysis = tune.run(modeled, config={"n": tune.grid_search([1, 2])},
+                            trial_executor=FluidExecutor(cpus_per_trial=0.1), verbose=0,
+                            storage_path=str(tmp_path), time_budget_s=8)
+    said = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+    assert said == ["Fluid: waiting for GPU nodes to join: the Ray cluster has no GPU yet; "
+                    "trials start as GPUs come"]
+    assert all(not t.last_result.get("training_iteration") for t in analysis.trials)

@@ -37,7 +37,12 @@ def test_installed_ray_is_supported():
     compat.check_ray_version()  # what `import fluid.tune` ran
 
 
-@pytest.mark.parametrize("version", ["2.59.0", "2.61.0", "3.0.0"])
+@pytest.mark.parametrize("version", ["2.50.0", "2.55.1", "2.59.0", "2.60.0"])
+def test_every_minor_from_2_50_to_2_60_is_supported(version):
+    compat.check_ray_version(version)
+
+
+@pytest.mark.parametrize("version", ["2.49.2", "2.61.0", "3.0.0"])
 def test_unsupported_ray_is_refused_naming_the_range(monkeypatch, version):
     monkeypatch.setattr(ray, "__version__", version)
     with pytest.raises(ImportError, match=rf"supports ray\[tune\]{compat.SUPPORTED_RAY}, "
@@ -46,7 +51,7 @@ def test_unsupported_ray_is_refused_naming_the_range(monkeypatch, version):
 
 
 def test_import_fluid_tune_under_an_unsupported_ray_fails_clearly():
-    code = "import ray; ray.__version__ = '2.59.0'; import fluid.tune"
+    code = "import ray; ray.__version__ = '2.49.0'; import fluid.tune"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=300)
@@ -55,8 +60,65 @@ def test_import_fluid_tune_under_an_unsupported_ray_fails_clearly():
 
 
 def test_pyproject_pins_the_supported_range():
+    import re
+
     text = (ROOT / "pyproject.toml").read_text()
     assert f'"ray[tune]{compat.SUPPORTED_RAY}"' in text
+    pins = re.findall(r'"ray\[\w+\]([^"]*)"', text)
+    assert pins and set(pins) == {compat.SUPPORTED_RAY}, pins  # every extra: the same range
+
+
+def test_ci_tests_the_oldest_supported_ray():
+    oldest = compat.SUPPORTED_RAY.split(",")[0].removeprefix(">=")
+    assert f"OLDEST_RAY := {oldest}." in (ROOT / "Makefile").read_text()
+    assert "make test-oldest-ray" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_each_gate_is_inside_the_range_and_ordered():
+    low = compat.SUPPORTED_RAY.split(",")[0].removeprefix(">=")
+    assert compat.since(low, "2.50.0") and not compat.since("2.51", "2.50.1")
+    for release in (compat.TRAIN_V2_DEFAULT, compat.TRAIN_ELASTIC, compat.SESSION_NAME,
+                    compat.TUNE_BOHB_CONFIGSPACE_1):
+        assert compat.since(release, "2.60.0") and not compat.since(release, low + ".0")
+
+
+def test_train_v2_default_gate_matches_ray(monkeypatch):
+    # Ray's own rule (RAY_TRAIN_V2_ENABLED, its default moved in 2.51) is what Fluid asks.
+    monkeypatch.delenv("RAY_TRAIN_V2_ENABLED", raising=False)
+    assert compat.train_v2_enabled() is compat.since(compat.TRAIN_V2_DEFAULT)
+    monkeypatch.setenv("RAY_TRAIN_V2_ENABLED", "1")
+    assert compat.train_v2_enabled() is True
+
+
+def test_train_elastic_gate_matches_rays_scaling_config():
+    from ray.train.v2.api.config import ScalingConfig
+
+    assert hasattr(ScalingConfig, "elasticity_enabled") is compat.since(compat.TRAIN_ELASTIC)
+
+
+def test_session_name_gate_matches_rays_runtime_context():
+    from ray.runtime_context import RuntimeContext
+
+    assert hasattr(RuntimeContext, "get_session_name") is compat.since(compat.SESSION_NAME)
+
+
+def test_bohb_configspace_gate_matches_rays_tune_bohb():
+    # Ray's TuneBOHB before 2.56 passes ConfigSpace 0.x's `q=` (quantization) argument, which
+    # ConfigSpace 1.x (the one that installs beside numpy 2) refuses.
+    source = (Path(ray.__file__).parent / "tune" / "search" / "bohb" / "bohb_search.py")
+    old_api = "q=quantize" in source.read_text()
+    assert old_api is not compat.since(compat.TUNE_BOHB_CONFIGSPACE_1)
+
+
+def test_simulator_gate_matches_the_controllers_pending_trials():
+    # fluid.sim mirrors _get_max_pending_trials walking a ConcurrencyLimiter (Ray 2.57 on).
+    from ray.tune.execution import tune_controller
+
+    walks = "ConcurrencyLimiter" in inspect.getsource(tune_controller._get_max_pending_trials)
+    assert (compat.simulator_problem() is None) is walks
+    assert compat.simulator_problem("2.60.0") is None
+    problem = compat.simulator_problem("2.50.1")
+    assert problem and "found ray 2.50.1" in problem and "\n" not in problem
 
 
 def test_scheduler_hooks_get_a_wrapper_around_the_controller():

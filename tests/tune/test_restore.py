@@ -10,11 +10,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.tune.driver_script import ITERS, SAMPLES, STATUS_FILE
+from tests.tune.test_loggers_once import tensorboard_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,6 +77,9 @@ def test_driver_sigkill_then_restore(tmp_path):
     assert set(statuses.values()) == {"TERMINATED"}
     for path, iterations in after.items():
         assert iterations == list(range(1, ITERS + 1)), (path, iterations)
+        # TensorBoard's event files of both drivers: no step logged twice
+        steps = tensorboard_steps(os.path.dirname(path))
+        assert steps and max(Counter(steps).values()) == 1, (path, sorted(steps))
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """What FluidExecutor does to Tune: hold a trial, release it with a placement group shape, and
-what it installs at the first trial (the ``fluid_shape`` callback, the trim of repeated result
-rows, and the limit on a model-based searcher's trials in flight).
+what it installs at the first trial (the ``fluid_shape`` callback, each iteration once for
+every logger, and the limit on a model-based searcher's trials in flight).
 
 A resize is a PAUSE decision (``FluidExecutor.on_trial_result``) followed by a release at the
 new width: Tune saves and stops the trial, then restores it in the new placement group.
@@ -18,7 +18,7 @@ from ray.tune.experiment import Trial
 
 from fluid.core import GpuPool
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.history import install_restart_trim
+from fluid.tune._bridge.once import install_once
 from fluid.tune._bridge.report import PlanReport
 from fluid.tune._bridge.shapes import describe
 from fluid.tune._records import Phase, TrialRecord, TrialStore
@@ -74,8 +74,9 @@ def _sync_experiment(tc: Any) -> None:
 
 def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
     """Add each iteration's shape to its result, so progress tables and logs show it; keep
-    each iteration once in the result files (``history.RestartTrim``); start the MPS daemons
-    (``mps``), stopped when the experiment ends."""
+    each iteration once in the result files and for every other logger and callback
+    (``once.install_once``); start the MPS daemons (``mps``), stopped when the experiment
+    ends."""
     callbacks = compat.callback_list(controller)
     if callbacks is not None:
         # Before the loggers write the result.
@@ -83,13 +84,15 @@ def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
     elif mps is not None:
         logger.warning("Fluid: cannot hook the experiment's end; stop the MPS daemons "
                        "yourself with mps.stop()")
-    install_restart_trim(controller)
+    install_once(controller, (ShapeColumn,))
     if mps is not None:
         mps.start()
 
 
-def install_outstanding_limit(tc: Any, outstanding: Callable[[], int], bound: int) -> None:
-    """Wrap a model-based searcher so it suggests nothing while ``bound`` trials are in flight.
+def install_outstanding_limit(tc: Any, outstanding: Callable[[], int],
+                              bound: int | Callable[[], int]) -> None:
+    """Wrap a model-based searcher so it suggests nothing while ``bound`` trials are in flight
+    (a callable ``bound`` is asked each time: it may follow the cluster's GPUs).
 
     Grid and random search (``BasicVariantGenerator``, no ``searcher``) are left alone: they
     make whole groups at once.
@@ -126,8 +129,14 @@ class ShapeColumn(Callback):
 class OutstandingLimit:
     """Wraps a searcher: no new suggestion while ``bound`` trials are held or running."""
 
-    def __init__(self, searcher: Any, outstanding: Callable[[], int], bound: int) -> None:
-        self._searcher, self._outstanding, self.bound = searcher, outstanding, bound
+    def __init__(self, searcher: Any, outstanding: Callable[[], int],
+                 bound: int | Callable[[], int]) -> None:
+        self._searcher, self._outstanding, self._bound = searcher, outstanding, bound
+
+    @property
+    def bound(self) -> int:
+        """Most trials held or running at once."""
+        return self._bound() if callable(self._bound) else self._bound
 
     def suggest(self, trial_id: str) -> Any:
         """The wrapped searcher's suggestion, or ``None`` while ``bound`` trials are in flight."""

@@ -1,6 +1,7 @@
-"""Which trials FluidExecutor admits, and how: the record of a new trial, set-ups and trials it
-refuses (actor reuse, no GPUs, a request the cluster cannot hold), finished trials Tune re-adds
-on restore, and packed trials that ran out of GPU memory."""
+"""Which trials FluidExecutor admits, and how: the record of a new trial (a Ray Train trial
+sized by its mark), set-ups it refuses (actor reuse), finished trials Tune re-adds on restore,
+and packed trials that ran out of GPU memory. (A cluster too small for a trial waits for nodes:
+``waiting``.)"""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from typing import Any, NamedTuple
 
 from ray.tune.experiment import Trial
 
+from fluid.core.extras import extras_of
+from fluid.core.ray_train import WorkerRange, train_bounds, worker_range
 from fluid.core.shapes import request_width
-from fluid.core.tolerances import CPU_TOL
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.shapes import cpus_of, describe, is_elastic_class, width_of
 from fluid.tune._bridge.state import apply_saved
-from fluid.tune._cpus import CpuAccount
 from fluid.tune._options import FluidConfigError
 from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore
 
@@ -32,11 +33,13 @@ def is_cuda_oom(error: BaseException) -> bool:
 
 
 class TrainableKind(NamedTuple):
-    """What a trial's trainable class is: gang-capable (``elastic``), and a function trainable
-    (``function``: it checkpoints only when it says so)."""
+    """What a trial's trainable class is: gang-capable (``elastic``), a function trainable
+    (``function``: it checkpoints only when it says so), and the Ray Train workers it is marked
+    with (``workers``: ``fluid.train.ray_train``; ``None``: it runs no Ray Train trainer)."""
 
     elastic: bool
     function: bool
+    workers: WorkerRange | None = None
 
 
 class TrainableKinds:
@@ -55,14 +58,18 @@ class TrainableKinds:
 
 
 def trainable_kind(trial: Trial) -> TrainableKind:
-    """Whether the trial's trainable class is elastic and whether it is a function trainable."""
+    """Whether the trial's trainable class is elastic, whether it is a function trainable, and
+    the Ray Train workers it is marked with."""
     try:
         cls = trial.get_trainable_cls()
     except Exception:  # an unregistered trainable: no gang, checkpoints only when it says so
         return TrainableKind(False, True)
+    if not isinstance(cls, type):  # a stub trial (no trainable): as unregistered
+        return TrainableKind(False, True)
     from ray.tune.trainable.function_trainable import FunctionTrainable
 
-    return TrainableKind(is_elastic_class(cls), issubclass(cls, FunctionTrainable))
+    return TrainableKind(is_elastic_class(cls), issubclass(cls, FunctionTrainable),
+                         worker_range(cls))
 
 
 def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bool | None,
@@ -73,17 +80,24 @@ def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bo
     ``elastic``: ``True``/``False`` for every trainable, ``None`` asks ``kind``.
     ``resize_requests``: a trial that asked for GPUs may get fewer (otherwise it gets at least
     what it asked for). ``saved``: what a saved state holds of the trial (``state.apply_saved``).
+    A Ray Train trial's widths are its workers' (``kind.workers``, ``train_bounds``); every
+    trial keeps its request's extras (accelerator type, custom resources) in every shape.
     """
     gid, until = store.group_of_new(trial, _stop_iteration(trial))
     pgf = trial.placement_group_factory
     asked = width_of(pgf)
     elastic = kind.elastic if elastic is None else elastic
     whole = asked > 0 and not resize_requests
+    w_min = request_width(asked) if whole else None
+    request = pgf if whole and not elastic else None
+    bounds = None if kind.workers is None else train_bounds(kind.workers, resize_requests)
+    if bounds is not None:  # Train's workers take the GPUs, in a placement group of their own
+        asked, w_min, elastic, request = bounds.w_min or 0.0, bounds.w_min, bounds.elastic, None
     rec = TrialRecord(trial, gid, until, phase=phase, cpus=cpus_of(pgf), elastic=elastic,
-                      function=kind.function, asked=asked,
-                      w_min=request_width(asked) if whole else None,
-                      request=pgf if whole and not elastic else None,
-                      priority=store.groups[gid].priority.get(trial.trial_id, 0))
+                      function=kind.function, asked=asked, w_min=w_min, request=request,
+                      priority=store.groups[gid].priority.get(trial.trial_id, 0),
+                      extras=extras_of(pgf.bundles), ray_train=bounds is not None,
+                      w_max=None if bounds is None else bounds.w_max)
     apply_saved(store, rec, saved)
     return rec
 
@@ -122,36 +136,14 @@ def widen_after_oom(store: TrialStore, rec: TrialRecord | None, error: Exception
     return True
 
 
-def check_cpus(cpus_account: CpuAccount, rec: TrialRecord) -> None:
-    """Refuse a trial whose least shape needs more CPUs than the cluster has."""
-    cpus = cpus_account.total
-    need = cpus_account.needed(rec)
-    if cpus is not None and need > cpus + CPU_TOL:
-        raise FluidConfigError(
-            f"trial {rec.trial} needs {need:g} CPUs but the cluster has {cpus:g} "
-            "(lower cpus_per_trial or the trial's CPU request)"
-        )
-
-
-def check_setup(controller: Any, gpus: float) -> None:
-    """Refuse what Fluid cannot run under: reused actors, a cluster without GPUs."""
+def check_setup(controller: Any) -> None:
+    """Refuse what Fluid cannot run under: reused actors (a cluster too small for now waits
+    for nodes: ``waiting``)."""
     if compat.reuses_actors(controller):
         raise FluidConfigError(
             "reuse_actors=True cannot be used with FluidExecutor: every trial gets its own "
             "placement group shape; pass reuse_actors=False"
         )
-    if gpus <= 0:
-        raise FluidConfigError(
-            "the Ray cluster has no GPUs; FluidExecutor sizes trials in GPUs (on a machine "
-            "without GPUs, start Ray with logical ones: ray.init(num_gpus=N))"
-        )
-
-
-def check_request(gpus: float, trial: Trial) -> None:
-    """Refuse a trial that asks for more GPUs than the cluster's ``gpus``."""
-    asked = width_of(trial.placement_group_factory)
-    if asked > gpus:
-        raise FluidConfigError(f"trial {trial} asks for {asked:g} GPUs but the cluster has {gpus:g}")
 
 
 def stranded(store: TrialStore, controller: Any) -> list[TrialRecord]:

@@ -96,6 +96,22 @@ def _read(path: str, fs: Any) -> str:
         return ""
 
 
+def last_iteration_stored(trial: Any) -> int:
+    """The last iteration in either copy of the trial's ``result.json`` (0: none)."""
+    last = 0
+    for name, path, fs in compat.result_file_copies(trial):
+        if name != compat.RESULT_JSON:
+            continue
+        for line in _read(path, fs).splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            it = _iteration(row.get(ITERATION)) if isinstance(row, dict) else None
+            last = max(last, it or 0)
+    return last
+
+
 def _write(path: str, fs: Any, text: str) -> None:
     if fs is None:  # in place: Tune's loggers keep appending to their open handle
         with open(path, "w", newline="") as f:

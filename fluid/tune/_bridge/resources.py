@@ -52,3 +52,10 @@ class RayResourceView:
     def cpus(self) -> float:
         """CPUs of the live Ray cluster (cached for ``refresh_s``)."""
         return float(self._read().get("CPU", 0.0))
+
+    def available_gpus(self) -> float:
+        """GPUs no placement group or task holds now (read at each call: asked only before a
+        Ray Train trial starts, ``_bridge.ray_train``)."""
+        import ray
+
+        return float(ray.available_resources().get("GPU", 0.0))

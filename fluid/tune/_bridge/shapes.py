@@ -11,6 +11,7 @@ import functools
 from ray.tune import PlacementGroupFactory
 
 from fluid.core import shapes
+from fluid.core.extras import Extras, with_extras
 from fluid.core.shapes import ElasticTrainable, request_width
 from fluid.core.shapes import is_elastic as is_elastic_class
 from fluid.core.shapes import label as describe
@@ -22,21 +23,26 @@ __all__ = [
 ]
 
 
-def shape_for(width: float, cpus_per_trial: float, cpus_per_worker: float) -> PlacementGroupFactory:
-    """The placement group factory of a trial of ``width`` GPUs (``fluid.core.shapes``)."""
-    return PlacementGroupFactory(shapes.bundles_for(width, cpus_per_trial, cpus_per_worker))
+def shape_for(width: float, cpus_per_trial: float, cpus_per_worker: float,
+              extras: Extras | None = None) -> PlacementGroupFactory:
+    """The placement group factory of a trial of ``width`` GPUs (``fluid.core.shapes``), with
+    the ``extras`` of its request (accelerator type, custom resources: ``fluid.core.extras``)."""
+    bundles = shapes.bundles_for(width, cpus_per_trial, cpus_per_worker)
+    return PlacementGroupFactory(with_extras(bundles, extras))
 
 
 def shape_of(width: float, cpus_per_trial: float, cpus_per_worker: float,
-             request: PlacementGroupFactory | None = None) -> PlacementGroupFactory:
+             request: PlacementGroupFactory | None = None,
+             extras: Extras | None = None) -> PlacementGroupFactory:
     """The placement group factory a trial runs in at ``width`` GPUs.
 
     ``request``: the trial's own factory, kept as it is when the plan gives the trial what it
-    asked for (``fluid.core.shapes.request_width``); any other width gets Fluid's shape (``shape_for``).
+    asked for (``fluid.core.shapes.request_width``); any other width gets Fluid's shape
+    (``shape_for``) with the request's ``extras``.
     """
     if request is not None and abs(request_width(width_of(request)) - width) <= WIDTH_TOL:
         return request
-    return shape_for(width, cpus_per_trial, cpus_per_worker)
+    return shape_for(width, cpus_per_trial, cpus_per_worker, extras)
 
 
 @functools.lru_cache(maxsize=1024)

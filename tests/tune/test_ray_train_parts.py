@@ -1,0 +1,114 @@
+"""Ray Train trials without Ray: how one is sized (``admission.new_record``, the policy's
+``trial_limits``), shaped (``CpuAccount``) and gated (``_bridge.ray_train``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from ray.tune import PlacementGroupFactory
+
+from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
+from fluid.core.ray_train import RAY_TRAIN_ATTR, WorkerRange
+from fluid.tune import FluidConfigError
+from fluid.tune import _ray_compat as compat
+from fluid.tune._bridge.admission import new_record, trainable_kind
+from fluid.tune._bridge.ray_train import (
+    TrainStartGate,
+    check_ray_train,
+    starting_claims,
+    train_shape,
+)
+from fluid.tune._cpus import CpuAccount
+from fluid.tune._records import Phase, TrialRecord, TrialStore
+
+
+def _trial(name: str, workers: WorkerRange | None, status: str = "PAUSED"):
+    cls = type("T", (), {RAY_TRAIN_ATTR: workers} if workers else {})
+    return SimpleNamespace(trial_id=name, trainable_name=name, status=status,
+                           get_trainable_cls=lambda: cls, stopping_criterion={},
+                           placement_group_factory=PlacementGroupFactory([{"CPU": 1}]))
+
+
+def _rec(trial, resize_requests: bool = False) -> TrialRecord:
+    return new_record(TrialStore(), trial, trainable_kind(trial), None, resize_requests)
+
+
+@pytest.mark.parametrize(("workers", "resize", "expected"), [
+    (WorkerRange(2, 2), False, (False, 2.0, 2.0)),  # exactly 2
+    (WorkerRange(2, 2), True, (True, None, None)),  # resize_requests: sized freely
+    (WorkerRange(1, 4), False, (True, None, 4.0)),
+    (WorkerRange(2, 4), False, (True, 2.0, 4.0)),
+    (WorkerRange(), False, (True, None, None)),
+])
+def test_a_ray_train_trial_is_sized_by_its_mark(workers, resize, expected):
+    rec = _rec(_trial("a", workers), resize)
+    assert rec.ray_train and (rec.elastic, rec.w_min, rec.w_max) == expected
+    assert rec.request is None and rec.asked == (expected[1] or 0.0)
+
+
+def test_an_unmarked_trial_is_left_alone():
+    rec = _rec(_trial("plain", None))
+    assert not rec.ray_train and rec.w_max is None and not rec.elastic
+
+
+@pytest.mark.parametrize(("w_max", "w_min", "elastic", "expected"), [
+    (4.0, None, True, (1, 4)),  # never packed, at most its range
+    (2.0, 2.0, False, (1, 2)),  # a fixed count: exactly its workers
+    (None, None, True, (1, 8)),  # no bound of its own: as any elastic trial
+])
+def test_the_policy_never_packs_a_ray_train_trial_and_caps_it_at_its_range(
+        w_max, w_min, elastic, expected):
+    # Packing and gangs measured free: a plain trial could share a GPU or take all eight.
+    facts = TrialFacts(1.0, 1.0, alpha_measured=True, beta_measured=True, measured=True,
+                       elastic=elastic, w_min=w_min, ray_train=True, w_max=w_max)
+    c, d, _ = trial_limits(facts, PolicyConfig(), Tunables(), 8)
+    assert (c, d) == expected
+    plain = trial_limits(TrialFacts(1.0, 1.0, alpha_measured=True, beta_measured=True,
+                                    measured=True, elastic=True), PolicyConfig(), Tunables(), 8)
+    assert plain[0] > 1 and plain[1] == 8
+
+
+def test_worker_bundles_need_cpus_and_train_needs_v2(monkeypatch):
+    rec = _rec(_trial("a", WorkerRange(2, 2)))
+    with pytest.raises(FluidConfigError, match="cpus_per_worker must be above 0"):
+        check_ray_train(rec, 0.0)
+    check_ray_train(_rec(_trial("plain", None)), 0.0)  # not a Ray Train trial: no worker bundles
+    monkeypatch.setattr(compat, "train_v2_enabled", lambda: False)
+    with pytest.raises(FluidConfigError, match="RAY_TRAIN_V2_ENABLED=1"):
+        check_ray_train(rec, 1.0)
+
+
+def test_tune_gets_the_driver_and_worker_cpus_only():
+    rec = _rec(_trial("a", WorkerRange(1, 4)))
+    account = CpuAccount(TrialStore(), None, 0.5)
+    assert account.shape(rec, 3.0).bundles == [{"CPU": 1.0}] + [{"CPU": 0.5}] * 3
+    assert account.needed(rec, 1.0) == 1.5  # the driver and its one worker
+    assert train_shape(2.0, 1, 0.5).bundles == [{"CPU": 1.0}, {"CPU": 0.5}, {"CPU": 0.5}]
+
+
+def _placed(store, name, width, ray_train, fresh, status):
+    rec = TrialRecord(_trial(name, None, status), 0, 4, ray_train=ray_train)
+    store.add(rec)
+    for phase in (Phase.QUEUED, Phase.READY):
+        store.move(rec, phase)
+    if status == "RUNNING":
+        store.move(rec, Phase.RUNNING)
+    store.update(rec, width=width, fresh_start=fresh)
+    return rec
+
+
+def test_a_train_trial_starts_only_when_ray_holds_its_workers():
+    store = TrialStore()
+    gate = TrainStartGate()
+    candidate = _placed(store, "c", 2.0, True, True, "PAUSED")
+    # a Train trial started but not reported yet: its workers may not hold their GPUs
+    starting = _placed(store, "s", 1.0, True, True, "RUNNING")
+    _placed(store, "r", 1.0, True, False, "RUNNING")  # reported: holds its GPUs
+    _placed(store, "p", 0.5, False, True, "PAUSED")  # handed to Tune, not running yet
+    assert starting_claims(store, candidate) == 1.5
+    view = SimpleNamespace(available_gpus=lambda: 3.0)
+    assert not gate.fits(candidate, store, view)  # 3 free - 1.5 claimed < 2
+    store.update(starting, fresh_start=False)
+    assert gate.fits(candidate, store, SimpleNamespace(available_gpus=lambda: 2.5))
+    assert gate.fits(candidate, store, SimpleNamespace())  # a view that cannot say
