@@ -93,3 +93,10 @@ def test_synthetic_parameters():
         get_workload("synthetic", alpha=0.5)
     with pytest.raises(ValueError):
         get_workload("cifar10", alpha=1.2)
+
+
+def test_an_unknown_preset_is_named_with_the_known_ones() -> None:
+    with pytest.raises(KeyError, match=r"unknown GPU 'v100'; known: \['a100', 'h100', 'rtx6000'\]"):
+        Hardware.preset("v100")
+    with pytest.raises(KeyError, match=r"unknown interconnect 'ib'; known: \["):
+        Hardware.preset("a100", link="ib")

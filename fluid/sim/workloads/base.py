@@ -29,7 +29,14 @@ from typing import Any
 
 from fluid.sim.truth import DeclaredLaw, PerfParams, Work, memory_gb
 from fluid.sim.workloads.curves import Curve
-from fluid.sim.workloads.gpus import GPUS, INTERCONNECTS, GpuSpec, Interconnect
+from fluid.sim.workloads.gpus import (
+    GPUS,
+    INTERCONNECTS,
+    GpuSpec,
+    Interconnect,
+    get_gpu,
+    get_interconnect,
+)
 from fluid.sim.workloads.profile import ModelProfile, arch_key, profile
 
 
@@ -127,8 +134,8 @@ class Hardware:
     def preset(cls, gpu: str = "rtx6000", link: str | None = None,
                perf: PerfParams | None = None) -> Hardware:
         """A GPU preset with its default interconnect (or ``link``)."""
-        spec = GPUS[gpu]
-        return cls(spec, INTERCONNECTS[link or spec.interconnect], perf or PerfParams())
+        spec = get_gpu(gpu)
+        return cls(spec, get_interconnect(link or spec.interconnect), perf or PerfParams())
 
 
 def task_trial_model(
