@@ -94,7 +94,8 @@ class FluidExecutor(TrialScheduler):
             between trials matter, so budgets decide at first).
         dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
         profile: a ``fluid.tune.profiler.Profile``: its ``alpha``, ``beta`` become the prior
-            and its ``c``, ``d`` caps (they replace the options of the same name).
+            and its ``c``, ``d`` caps (they replace the options of the same name); the peak
+            memory it measured is ``trial_memory`` unless that is given.
         mps: a ``fluid.gpu.MPSManager`` (any object with ``start()`` and ``stop()``): started
             with the experiment (one MPS daemon per GPU node) and stopped when it ends.
         refine: learn each trial's own ``alpha_i``/``beta_i`` from its iteration times at two
@@ -154,6 +155,8 @@ class FluidExecutor(TrialScheduler):
         super().__init__()
         if profile is not None:
             alpha, beta, c, d = profile.alpha, profile.beta, profile.c, profile.d
+            memory = getattr(profile, "memory", None)
+            trial_memory = trial_memory if trial_memory is not None or not memory else memory
         self.options = FluidOptions(
             alpha=alpha, beta=beta, c=c, d=d, eps=eps, o_th=o_th, s_th=s_th, c_max=c_max,
             gpu_memory=gpu_memory, trial_memory=trial_memory, max_outstanding=max_outstanding,
