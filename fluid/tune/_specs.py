@@ -10,9 +10,17 @@ the live trials with a width are indexed by group from the same changes.
 
 from __future__ import annotations
 
-from fluid.core import LiveTrial, PolicyConfig, TrialFacts, TrialSpec, Tunables, trial_limits
+from fluid.core import (
+    LiveTrial,
+    PolicyConfig,
+    TrialFacts,
+    TrialSpec,
+    Tunables,
+    is_leader,
+    trial_limits,
+)
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._records import LIVE, SEQ, Phase, TrialRecord, TrialStore
+from fluid.tune._records import LIVE, SEQ, Phase, TrialRecord, TrialStore, stop_of
 
 
 class SpecCache:
@@ -31,6 +39,7 @@ class SpecCache:
                  tunables: Tunables, exact_limits: bool = True) -> None:
         self._store, self._estimator = store, estimator
         self._config, self._tunables, self._exact = config, tunables, exact_limits
+        self.config, self.tunables, self.exact = config, tunables, exact_limits
         self.gpus = 0.0  # ``d_i`` depends on the cluster's GPUs
         # trial id -> (spec inputs, TrialSpec, LiveTrial or None): rebuilding them for every
         # live trial at each re-plan dominated its cost.
@@ -106,7 +115,23 @@ class SpecCache:
             beta_measured=rec.own_beta is not None, measured=bool(rec.samples),
             elastic=rec.elastic, priority=rec.priority, min_share=rec.min_share,
             w_min=rec.w_min, keeps_shape=self.keeps_shape(rec), asked=rec.asked,
-            own_request=rec.request is not None)
+            own_request=rec.request is not None, runs_to_end=self._runs_to_end(rec),
+            probe=rec.probe)
+
+    def leads(self, rec: TrialRecord) -> bool:
+        """Whether the trial leads (``fluid.core.is_leader``)."""
+        return is_leader(rec.priority, self._runs_to_end(rec))
+
+    def fresh_c(self) -> int:
+        """``c_i`` a trial nothing is measured about would get now (a fresh one)."""
+        facts = TrialFacts(self._estimator.fresh_alpha, self._estimator.prior_beta)
+        return trial_limits(facts, self._config, self._tunables, self.gpus, self._exact)[0]
+
+    def _runs_to_end(self, rec: TrialRecord) -> bool:
+        """Its budget reaches its stop while the algorithm decides others at rungs."""
+        stop = stop_of(rec.trial)
+        return (self._store.has_rungs and stop is not None and rec.until is not None
+                and rec.until >= stop)
 
     def placing_spec(self, rec: TrialRecord) -> TrialSpec:
         """A spec to place a queued trial with: placing reads only its id, ``c_i`` and

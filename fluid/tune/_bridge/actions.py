@@ -88,8 +88,9 @@ def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
         mps.start()
 
 
-def install_outstanding_limit(tc: Any, outstanding: Callable[[], int], bound: int) -> None:
-    """Wrap a model-based searcher so it suggests nothing while ``bound`` trials are in flight.
+def install_outstanding_limit(tc: Any, outstanding: Callable[[], int],
+                              bound: Callable[[], int]) -> None:
+    """Wrap a model-based searcher so it suggests nothing while ``bound()`` trials are in flight.
 
     Grid and random search (``BasicVariantGenerator``, no ``searcher``) are left alone: they
     make whole groups at once.
@@ -124,14 +125,21 @@ class ShapeColumn(Callback):
 
 
 class OutstandingLimit:
-    """Wraps a searcher: no new suggestion while ``bound`` trials are held or running."""
+    """Wraps a searcher: no new suggestion while ``bound()`` trials are held or running (the
+    bound follows what the GPUs can run at once)."""
 
-    def __init__(self, searcher: Any, outstanding: Callable[[], int], bound: int) -> None:
-        self._searcher, self._outstanding, self.bound = searcher, outstanding, bound
+    def __init__(self, searcher: Any, outstanding: Callable[[], int],
+                 bound: Callable[[], int]) -> None:
+        self._searcher, self._outstanding, self._bound = searcher, outstanding, bound
+
+    @property
+    def bound(self) -> int:
+        """Most trials in flight now."""
+        return self._bound()
 
     def suggest(self, trial_id: str) -> Any:
         """The wrapped searcher's suggestion, or ``None`` while ``bound`` trials are in flight."""
-        if self._outstanding() >= self.bound:
+        if self._outstanding() >= self._bound():
             return None
         return self._searcher.suggest(trial_id)
 

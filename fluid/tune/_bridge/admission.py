@@ -17,7 +17,7 @@ from fluid.tune._bridge.shapes import cpus_of, describe, is_elastic_class, width
 from fluid.tune._bridge.state import apply_saved
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._options import FluidConfigError
-from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore
+from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore, stop_of
 
 logger = logging.getLogger("fluid")
 
@@ -74,7 +74,7 @@ def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bo
     ``resize_requests``: a trial that asked for GPUs may get fewer (otherwise it gets at least
     what it asked for). ``saved``: what a saved state holds of the trial (``state.apply_saved``).
     """
-    gid, until = store.group_of_new(trial, _stop_iteration(trial))
+    gid, until = store.group_of_new(trial, stop_of(trial))
     pgf = trial.placement_group_factory
     asked = width_of(pgf)
     elastic = kind.elastic if elastic is None else elastic
@@ -86,12 +86,6 @@ def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bo
                       priority=store.groups[gid].priority.get(trial.trial_id, 0))
     apply_saved(store, rec, saved)
     return rec
-
-
-def _stop_iteration(trial: Trial) -> int | None:
-    stop = trial.stopping_criterion or {}
-    value = stop.get("training_iteration")
-    return int(value) if value is not None else None
 
 
 def finished_record(store: TrialStore, trial: Trial, kind: TrainableKind,
