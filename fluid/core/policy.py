@@ -73,6 +73,9 @@ class TrialFacts:
         own_request: it runs in its own placement group at ``w_min`` (not elastic).
         runs_to_end: its budget reaches its own stop (no rung decides on it again).
         probe: it is packed to measure packing (``pair_probes``) until its ``alpha_i`` is.
+        packing_measured: the experiment's packing cost is measured on this hardware (a
+            profile, a given ``alpha``, or the median of the trials probed so far), so its
+            ``alpha`` is a measurement, not the conservative prior.
     """
 
     alpha: float
@@ -89,6 +92,7 @@ class TrialFacts:
     own_request: bool = False
     runs_to_end: bool = False
     probe: bool = False
+    packing_measured: bool = False
 
 
 def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gpus: float,
@@ -118,9 +122,10 @@ def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gp
         c = config.c if exact else min(c, config.c)
     if facts.probe and not facts.alpha_measured:
         c = max(c, 2)  # a packing probe shares its GPU until its alpha_i is measured
+    measured = facts.alpha_measured or facts.packing_measured
     if (is_leader(facts.priority, facts.runs_to_end)
-            and (not facts.alpha_measured or facts.alpha >= tunables.priority_alpha)):
-        c = 1  # a leader runs alone unless its own packing is measured free
+            and (not measured or facts.alpha >= tunables.priority_alpha)):
+        c = 1  # a leader runs alone unless its packing is measured free
     if facts.min_share is not None:
         c = min(c, int(math.floor(1 / facts.min_share + WIDTH_TOL)))
     w_min = facts.w_min

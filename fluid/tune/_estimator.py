@@ -86,6 +86,12 @@ class OverheadEstimator:
         return self.alpha
 
     @property
+    def packing_measured(self) -> bool:
+        """Whether ``fresh_alpha`` is a measurement (a profile's or a given ``alpha``, or the
+        median of ``probe_pairs`` trials' own), not the conservative prior."""
+        return self.alpha_given or len(self._alpha_by_trial) >= self._tunables.probe_pairs
+
+    @property
     def alphas_measured(self) -> int:
         """How many trials have their own measured ``alpha_i``."""
         return len(self._alpha_by_trial)

@@ -116,7 +116,7 @@ class SpecCache:
             elastic=rec.elastic, priority=rec.priority, min_share=rec.min_share,
             w_min=rec.w_min, keeps_shape=self.keeps_shape(rec), asked=rec.asked,
             own_request=rec.request is not None, runs_to_end=self._runs_to_end(rec),
-            probe=rec.probe)
+            probe=rec.probe, packing_measured=self._estimator.packing_measured)
 
     def leads(self, rec: TrialRecord) -> bool:
         """Whether the trial leads (``fluid.core.is_leader``)."""
