@@ -48,8 +48,9 @@ def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[st
     GPU), so a probe has a trial run alone on a half GPU and beside a mate there, in either
     order. ``hosts``: probes alone on their GPU whose time alone is measured: each is given
     the first ``candidates`` trial left as its mate. Then up to ``wanted`` new probes open on
-    idle GPUs: a *host*, a candidate with at least two iterations left (the flag of each
-    candidate: one alone, then one beside the mate it gets later), else two candidates
+    idle GPUs: a *host*, a candidate with iterations enough left (the flag of each candidate:
+    one alone, one during which its mate starts, which measures neither degree, and one
+    beside the mate), else two candidates
     together (each measured alone later, when the other has left or it has been promoted to a
     whole GPU). ``candidates`` are waiting trials the algorithm does not wait on, in start
     order. Returns the trials to start, how many probes opened, and the pool after them.

@@ -278,7 +278,10 @@ class TuneHooks:
 
     def _in_flight_bound(self) -> int:
         """``max_outstanding``, else what the GPUs run at once (``fluid.core.in_flight_bound``)
-        with fresh trials packed as an unmeasured one would be now."""
+        with fresh trials packed as an unmeasured one would be now, and a mate for each
+        packing probe waiting for one."""
         if self.options.max_outstanding is not None:
             return self.options.max_outstanding
-        return in_flight_bound(self.planner.gpus, self.planner.specs.fresh_c())
+        planner = self.planner
+        return (in_flight_bound(planner.gpus, planner.specs.fresh_c())
+                + planner.packing.hosts(planner.pool))

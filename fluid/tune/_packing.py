@@ -63,6 +63,14 @@ class PackingProbes:
             return 0  # the user's c (or c_max) allows no packing at all
         return max(0, specs.tunables.probe_pairs - est.alphas_measured)
 
+    def hosts(self, pool: GpuPool | None) -> int:
+        """Probes alone on their GPU, each waiting for a mate: a GPU that runs two trials at
+        once, so one more trial than the plan's ``c_i`` says may be in flight for it."""
+        if pool is None or not self.wanted():
+            return 0
+        return sum(1 for r in self._store.unordered(_HOSTING)
+                   if r.probe and r.own_alpha is None and pool.alone(r.trial_id))
+
     def probe(self, candidates: list[TrialRecord], pool: GpuPool,
               ) -> tuple[list[TrialRecord], GpuPool]:
         """Start probes among ``candidates`` (waiting trials in start order): mates for the
@@ -78,7 +86,8 @@ class PackingProbes:
                         and pool.alone(r.trial_id)), key=lambda r: r.seq)
         if not (wanted or ready):
             return [], pool
-        pairs = [(self._specs.spec(r), r.until is None or r.until - r.iteration >= 2)
+        # a host: one iteration alone, one while its mate starts, one beside it
+        pairs = [(self._specs.spec(r), r.until is None or r.until - r.iteration >= 3)
                  for r in candidates if not self._specs.leads(r)]
         starts, _, pool = pair_probes(pairs, [r.trial_id for r in ready], pool, wanted)
         started = [store[a.trial_id] for a in starts]
