@@ -101,11 +101,14 @@ class FluidExecutor(TrialScheduler):
         refine: learn each trial's own ``alpha_i``/``beta_i`` from its iteration times at two
             widths (a share ``1/p`` against one GPU gives ``alpha_i``, a gang of ``w`` GPUs
             ``beta_i``), shrunk towards the prior; ``False``: the prior for every trial.
-        resize_requests: a trial that asks for GPUs (``resources_per_trial={"gpu": 2}``,
-            ``tune.with_resources``, a ``PlacementGroupFactory``) gets at least what it asked
-            for, unless this is ``True``: then Fluid sizes it like any other trial and warns
-            once per trial whose shape differs. A trial that asks for no GPU (Tune's default)
-            is always sized by Fluid.
+        resize_requests: ``None`` (default): a trial that asks for exactly one GPU
+            (``tune.with_resources(train, {"gpu": 1})``, ``resources_per_trial={"gpu": 1}``:
+            Tune's way of saying it needs a GPU) is sized by Fluid, packed only where packing
+            is measured cheap and memory-safe (one line per experiment says so); one that asks
+            for more (``{"gpu": 2}``, a ``PlacementGroupFactory``) gets at least that.
+            ``True``: every request is sized like any other trial, with a warning per trial
+            whose shape differs. ``False``: every request is kept (at least what it asked
+            for). A trial that asks for no GPU (Tune's default) is always sized by Fluid.
         verbose: print one line per plan change (a trial starting packed, on one GPU or as a
             gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
             verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.
@@ -146,7 +149,7 @@ class FluidExecutor(TrialScheduler):
         profile: Any = None,
         refine: bool = True,
         mps: Any = None,
-        resize_requests: bool = False,
+        resize_requests: bool | None = None,
         verbose: bool | None = None,
         tunables: Tunables | None = None,
         clock: Callable[[], float] | None = None,

@@ -67,7 +67,7 @@ class TuneHooks:
                                cpus_per_worker=options.cpus_per_worker, exact_limits=exact_limits,
                                shares_enforced=bool(getattr(options.mps,
                                                             "enable_thread_percentage", False)))
-        self.report = PlanReport(options.verbose)
+        self.report = PlanReport(options.verbose, options.resize_requests)
         self._state = StateFile(self._clock, self.tunables)
         self._kinds = admission.TrainableKinds()
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them

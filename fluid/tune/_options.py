@@ -55,7 +55,7 @@ class FluidOptions:
     dynamic: bool = True
     refine: bool = True
     mps: Any = None
-    resize_requests: bool = False
+    resize_requests: bool | None = None
     verbose: bool | None = None
     tunables: Tunables | None = None
     policy: PolicyConfig = field(init=False, repr=False, compare=False)
@@ -71,7 +71,7 @@ class FluidOptions:
         if self.tunables is not None and not isinstance(self.tunables, Tunables):
             raise FluidConfigError(f"tunables must be a fluid.core.Tunables, got {self.tunables!r}")
         for name, none_ok in (("elastic", True), ("dynamic", False), ("refine", False),
-                              ("resize_requests", False), ("verbose", True)):
+                              ("resize_requests", True), ("verbose", True)):
             flag = getattr(self, name)
             if not (isinstance(flag, bool) or (none_ok and flag is None)):
                 allowed = "True, False or None" if none_ok else "True or False"

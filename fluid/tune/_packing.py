@@ -63,6 +63,14 @@ class PackingProbes:
             return 0  # the user's c (or c_max) allows no packing at all
         return max(0, specs.tunables.probe_pairs - est.alphas_measured)
 
+    def _may_share(self, rec: TrialRecord) -> bool:
+        """Whether a waiting trial may be a probe: the algorithm does not wait on it, and no
+        request (a floor of GPUs, plain Tune's shape) or out-of-memory share forbids a half
+        GPU."""
+        return (not self._specs.leads(rec) and rec.w_min is None
+                and not self._specs.keeps_shape(rec)
+                and (rec.min_share is None or rec.min_share <= 0.5 + WIDTH_TOL))
+
     def hosts(self, pool: GpuPool | None) -> int:
         """Probes alone on their GPU, each waiting for a mate: a GPU that runs two trials at
         once, so one more trial than the plan's ``c_i`` says may be in flight for it."""
@@ -88,7 +96,7 @@ class PackingProbes:
             return [], pool
         # a host: one iteration alone, one while its mate starts, one beside it
         pairs = [(self._specs.spec(r), r.until is None or r.until - r.iteration >= 3)
-                 for r in candidates if not self._specs.leads(r)]
+                 for r in candidates if self._may_share(r)]
         starts, _, pool = pair_probes(pairs, [r.trial_id for r in ready], pool, wanted)
         started = [store[a.trial_id] for a in starts]
         for rec in started:

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from ray.tune.experiment import Trial
 
 from fluid.core.shapes import request_width
-from fluid.core.tolerances import CPU_TOL
+from fluid.core.tolerances import CPU_TOL, WIDTH_TOL
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.shapes import cpus_of, describe, is_elastic_class, width_of
 from fluid.tune._bridge.state import apply_saved
@@ -66,19 +66,21 @@ def trainable_kind(trial: Trial) -> TrainableKind:
 
 
 def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bool | None,
-               resize_requests: bool = False, saved: dict[str, Any] | None = None,
+               resize_requests: bool | None = False, saved: dict[str, Any] | None = None,
                phase: Phase = Phase.HELD) -> TrialRecord:
     """The record of a trial Fluid sees for the first time, in its group (not filed yet).
 
     ``elastic``: ``True``/``False`` for every trainable, ``None`` asks ``kind``.
-    ``resize_requests``: a trial that asked for GPUs may get fewer (otherwise it gets at least
-    what it asked for). ``saved``: what a saved state holds of the trial (``state.apply_saved``).
+    ``resize_requests``: ``True``, a trial that asked for GPUs may get fewer; ``None``, one
+    that asked for exactly one GPU may (Tune's way of saying it needs a GPU), one that asked
+    for more gets at least that; ``False``, every request is a floor. ``saved``: what a saved state holds of the trial (``state.apply_saved``).
     """
     gid, until = store.group_of_new(trial, stop_of(trial))
     pgf = trial.placement_group_factory
     asked = width_of(pgf)
     elastic = kind.elastic if elastic is None else elastic
-    whole = asked > 0 and not resize_requests
+    whole = asked > 0 and not (resize_requests or (resize_requests is None
+                                                   and sized_by_default(asked)))
     rec = TrialRecord(trial, gid, until, phase=phase, cpus=cpus_of(pgf), elastic=elastic,
                       function=kind.function, asked=asked,
                       w_min=request_width(asked) if whole else None,
@@ -86,6 +88,13 @@ def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bo
                       priority=store.groups[gid].priority.get(trial.trial_id, 0))
     apply_saved(store, rec, saved)
     return rec
+
+
+def sized_by_default(asked: float) -> bool:
+    """Whether a request of ``asked`` GPUs is sized by Fluid unless ``resize_requests=False``:
+    exactly one GPU (``tune.with_resources(train, {"gpu": 1})``), how Tune scripts say a trial
+    needs a GPU since Tune gives none by default."""
+    return abs(asked - 1.0) < WIDTH_TOL
 
 
 def finished_record(store: TrialStore, trial: Trial, kind: TrainableKind,
