@@ -199,8 +199,13 @@ class OverheadEstimator:
         if alphas:
             own = (max(1.0, statistics.median(a for a, _ in alphas)), sum(n for _, n in alphas))
             self._store.update(rec, own_alpha=own)
+            fresh = self.fresh_alpha
             self._alpha_by_trial[tid] = own[0]
             self.alpha = statistics.median(self._alpha_by_trial.values())
+            if self.fresh_alpha != fresh:  # every trial's alpha_i rests on it: times too
+                for other in self._store.records.values():
+                    if other.samples and other is not rec:
+                        self.track(other)
         if betas:
             own = (max(1.0, statistics.median(b for b, _ in betas)), sum(n for _, n in betas))
             self._store.update(rec, own_beta=own)

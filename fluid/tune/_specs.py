@@ -56,6 +56,9 @@ class SpecCache:
         self._live_group: dict[str, int] = {}  # trial id -> its group in ``_live``
         self._live_sorted: dict[int, list[TrialRecord]] = {}  # in order of addition
         self._reprioritized = False  # a priority changed since ``take_reprioritized``
+        # What every unmeasured trial's alpha_i and c_i rest on (``fresh_alpha``,
+        # ``packing_measured``): when probes change it, every spec is computed again.
+        self._shared: tuple[float, bool] | None = None
 
     def set_gpus(self, gpus: float) -> None:
         """The cluster has ``gpus`` GPUs now: every ``d_i`` is computed again."""
@@ -197,8 +200,15 @@ class SpecCache:
         return len(self._live.get(gid, ()))
 
     def _sync(self) -> None:
-        """Forget the cached specs of the records changed since the last call and move them
-        in or out of the live-by-group index."""
+        """Forget the cached specs of the records changed since the last call (of every record
+        when the experiment's packing measurement changed) and move them in or out of the
+        live-by-group index."""
+        est = self._estimator
+        shared = (est.fresh_alpha, est.packing_measured)
+        if shared != self._shared:
+            self._shared = shared
+            self._fresh.clear()
+            self._settled.clear()
         if not self._store.changed:
             return
         changed, reprioritized = self._store.take_changed()
