@@ -277,11 +277,11 @@ class TuneHooks:
         return self.store.count(OUTSTANDING)
 
     def _in_flight_bound(self) -> int:
-        """``max_outstanding``, else what the GPUs run at once (``fluid.core.in_flight_bound``)
-        with fresh trials packed as an unmeasured one would be now, and a mate for each
-        packing probe waiting for one."""
+        """``max_outstanding``, else what the GPUs run at the speed of one trial alone
+        (``fluid.core.in_flight_bound``) with fresh trials packed as an unmeasured one would be
+        now, and a mate for each packing probe waiting for one."""
         if self.options.max_outstanding is not None:
             return self.options.max_outstanding
         planner = self.planner
-        return (in_flight_bound(planner.gpus, planner.specs.fresh_c())
+        return (in_flight_bound(planner.gpus, planner.specs.fresh_c(), self.estimator.fresh_alpha)
                 + planner.packing.hosts(planner.pool))

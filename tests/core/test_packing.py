@@ -25,11 +25,13 @@ def test_a_leader_is_waited_on_or_runs_to_its_end(priority, runs_to_end, leads) 
     assert is_leader(priority, runs_to_end) is leads
 
 
-@pytest.mark.parametrize(("gpus", "c", "bound"), [
-    (8, 1, 8), (8, 2, 16), (4, 3, 12), (0.5, 1, 1), (0, 2, 1), (7.9999999999, 1, 8)])
-def test_a_searcher_has_in_flight_what_the_gpus_run_at_once(gpus, c, bound) -> None:
-    # c = 1 is plain Tune with max_concurrent_trials = GPUs (the careful user's set-up).
-    assert in_flight_bound(gpus, c) == bound
+@pytest.mark.parametrize(("gpus", "c", "alpha", "bound"), [
+    (8, 1, 1.5, 8), (8, 2, 1.0, 16), (8, 2, 1.004, 15), (8, 2, 1.167, 13), (4, 3, 1.0, 12),
+    (4, 3, 1.1, 9), (0.5, 1, 1.0, 1), (0, 2, 1.0, 1), (7.9999999999, 1, 1.0, 8)])
+def test_a_searcher_has_in_flight_what_the_gpus_run_at_full_speed(gpus, c, alpha, bound) -> None:
+    # c = 1 is plain Tune with max_concurrent_trials = GPUs (the careful user's set-up); c to a
+    # GPU run c / alpha^(c-1) times as fast as one trial alone.
+    assert in_flight_bound(gpus, c, alpha) == bound
 
 
 def test_a_probe_opens_with_a_host_that_has_iterations_to_measure_alone_and_beside() -> None:
