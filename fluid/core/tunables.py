@@ -6,13 +6,12 @@
 one (``FluidExecutor(tunables=Tunables(...))``); its options ``o_th``, ``c_max`` and
 ``default_iteration_time`` set the fields of the same name.
 
-FluidExecutor's ``o_th`` is ``PolicyConfig``'s (``O_TH = 0.10``, the paper's): the trials it
-applies to are those the algorithm does not wait on, the many short trials of a low rung, whose
-rung ends sooner as soon as packing adds throughput (the paper's objective, a group's
-makespan). The trials that decide the time to target, the leaders, are packed only where
-packing costs them next to nothing (``priority_alpha``): a packed trial that turns out to be
-the winner reaches the target later. Its ``c_max`` is 2, not ``C_MAX = 8``: published
-training measurements stop at two per GPU; a profile's ``c`` only caps what that allows.
+Why FluidExecutor's ``o_th`` and ``c_max`` are not ``PolicyConfig``'s defaults (``O_TH = 0.10``,
+``C_MAX = 8``, what ``fluid profile`` and ``fluid plan`` use): those two serve the paper's
+objective, a group's makespan, for which packing pays as soon as it adds throughput, and
+``fluid profile`` reports what the hardware allows under it. FluidExecutor serves the time to
+target: a packed trial that turns out to be the winner reaches the target later, so it packs
+only where the measured gain is large, and a profile's ``c`` only caps what that allows.
 
 Example:
     >>> Tunables().resize_gain
@@ -35,13 +34,12 @@ class Tunables:
     """The constants of FluidExecutor's policy, estimates and bookkeeping (one default each).
 
     Attributes:
-        o_th: ``O_th`` for the trials the algorithm does not wait on: two share a GPU only if
-            ``1 - alpha_i / 2 > o_th``, i.e. ``alpha_i < 1.8`` (a pair adds throughput, so
-            their rung ends sooner; leaders have ``priority_alpha``).
+        o_th: ``O_th`` of the time-to-target objective: two trials share a GPU only if
+            ``1 - alpha_i / 2 > o_th``, i.e. ``alpha_i < 1.2`` (packing the eventual winner
+            delays the target more than packing gains).
         c_max: most trials on one GPU: published training measurements stop at two per GPU.
-        priority_alpha: a leader (``fluid.core.packing.is_leader``) is packed only if its
-            measured ``alpha_i`` (its own or the experiment's) is below this (packing the
-            trial that may reach the target must cost it next to nothing).
+        priority_alpha: a trial the algorithm waits on (priority > 0) is packed only if its own
+            measured ``alpha_i`` is below this (packing it must cost next to nothing).
         resize_gain: a resize is made only if it gains this many ``eps`` (anti-oscillation: a
             re-plan on noisy estimates must not move trials back and forth).
         idle_gain: the margin when a plan only grows trials into GPUs that nobody waits for
@@ -81,7 +79,7 @@ class Tunables:
             Ray's control store; nodes join or leave far less often).
     """
 
-    o_th: float = 0.1
+    o_th: float = 0.4
     c_max: int = 2
     priority_alpha: float = 1.05
     resize_gain: float = 12.0

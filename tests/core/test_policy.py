@@ -86,7 +86,7 @@ def test_a_users_c_and_d_apply_as_given_and_a_profiles_only_cap() -> None:
     facts = TrialFacts(1.0, 1.0, elastic=True, beta_measured=True)
     user = replace(CONFIG, c=4, d=3)
     assert trial_limits(facts, user, T, gpus=8) == (4, 3, None)
-    assert trial_limits(replace(facts, alpha=1.9), user, T, 8, exact=False) == (1, 3, None)
+    assert trial_limits(replace(facts, alpha=1.5), user, T, 8, exact=False) == (1, 3, None)
 
 
 @pytest.mark.parametrize(("eps", "search_done", "width"), [
