@@ -85,8 +85,8 @@ class PackingProbes:
         hosts measured alone, then new probes on idle GPUs; the trials started (at a half GPU,
         placed in the pool returned) in start order."""
         needed = self.wanted()
-        if not needed or any(self._specs.leads(r) for r in candidates):
-            return [], pool  # what the algorithm waits on starts before any probe
+        if not needed or any(r.priority > 0 for r in candidates):
+            return [], pool  # a promoted trial waiting starts before any probe
         store = self._store
         live = [r for r in store.unordered(_HOSTING) if r.probe and r.own_alpha is None]
         wanted = max(0, needed - (len(live) + 1) // 2)  # a probe is one or two trials
