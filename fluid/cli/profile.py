@@ -96,5 +96,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"device: {prof.device} ({kind})")
     print("packing: " + ", ".join(f"p={p}: {t:.3f}s" for p, t in prof.pack_times.items()))
     print("gangs:   " + ", ".join(f"w={w}: {t:.3f}s" for w, t in prof.gang_times.items()))
-    print(f"alpha = {prof.alpha:.3f}   c = {prof.c}   beta = {prof.beta:.3f}   d = {prof.d}")
+    if prof.alphas:
+        print("alpha per packing degree (T^p = T^1 alpha_p^(p-1)): "
+              + ", ".join(f"p={p}: {a:.3f}" for p, a in sorted(prof.alphas.items())))
+    print(f"alpha = {prof.alpha:.3f} (of the pair)   c = {prof.c}   beta = {prof.beta:.3f}   "
+          f"d = {prof.d}")
     return 0

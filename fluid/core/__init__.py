@@ -34,6 +34,7 @@ from fluid.core.overheads import (
     packing_limit,
     scaling_limit,
 )
+from fluid.core.packing import in_flight_bound, is_leader, pair_probes
 from fluid.core.policy import (
     LiveTrial,
     TrialFacts,
@@ -46,6 +47,7 @@ from fluid.core.policy import (
     resize_group,
     trial_limits,
     undo_slow_gangs,
+    unpack_leaders,
 )
 from fluid.core.static import (
     Assignment,
@@ -86,11 +88,14 @@ __all__ = [
     "fit_beta",
     "gpus_of",
     "group_load",
+    "in_flight_bound",
+    "is_leader",
     "is_packed",
     "is_probe_candidate",
     "is_safe",
     "lower_bound",
     "may_probe",
+    "pair_probes",
     "packing_limit",
     "plain_time",
     "plan_time",
@@ -107,5 +112,6 @@ __all__ = [
     "static_fluid",
     "trial_limits",
     "undo_slow_gangs",
+    "unpack_leaders",
     "water_fill",
 ]

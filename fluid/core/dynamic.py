@@ -38,11 +38,10 @@ from dataclasses import dataclass, field
 
 from fluid.core.config import PolicyConfig
 from fluid.core.gpus import GpuPool
+from fluid.core.growth import grow_alone, hand_out
 from fluid.core.model import TrialSpec, gpus_of, is_packed
 from fluid.core.static import (
     Assignment,
-    _grow_alone,
-    _hand_out,
     _size_started,
     _start_in_order,
     water_fill,
@@ -170,7 +169,7 @@ def _while_trials_wait(running: Sequence[RunningTrial], waiting: Sequence[tuple[
     if not alone:
         return DynamicPlan(pool, [], started, still)
     specs = {spec.id: spec for spec, _ in waiting}
-    grown = _grow_alone(
+    grown = grow_alone(
         [(r.spec, r.width, config.eps) for r in running if r.spec.id in alone and r.resizable]
         + [(specs[a.trial_id], a.width, 0.0) for a in started if a.trial_id in alone],
         pool, config)
@@ -224,7 +223,7 @@ def _resize_towards(running: Sequence[RunningTrial], target: Mapping[str, float]
         for r in running
         if r.resizable and r.spec.id not in shrunk
     ]
-    grown = _hand_out(candidates, pool, config)
+    grown = hand_out(candidates, pool, config)
     current.update(grown)
     touched.update(grown)
     return current, touched

@@ -309,6 +309,25 @@ class GpuPool:
         self._set_partial(g, gpu.used < 1.0 - WIDTH_TOL)
         return True
 
+    def join(self, trial_id: str, host: str, share: float, c: int,
+             memory: float | None = None) -> tuple[int, ...] | None:
+        """Place a trial at a ``share`` on the GPU of ``host`` (a packed trial), that GPU now
+        allowing ``c`` trials; ``None`` (nothing changed) if it does not fit there."""
+        if trial_id in self._where:
+            raise ValueError(f"trial {trial_id!r} is already placed on {self._where[trial_id]}")
+        g = self._where[host][0]
+        gpu = self._gpus[g]
+        if (not is_packed(share) or not is_packed(gpu.shares[host])
+                or gpu.used + share > 1.0 + WIDTH_TOL or len(gpu.shares) + 1 > c
+                or not self._memory_ok(gpu, memory)):
+            return None
+        gpu = self._mine(g)
+        gpu.limits[host] = max(gpu.limits[host], c)
+        gpu.refresh()
+        self._take(g, trial_id, share, c, memory)
+        self._where[trial_id] = (g,)
+        return (g,)
+
     def shrink_gang(self, trial_id: str, width: int) -> tuple[int, ...]:
         """Shrink a gang in place to its first ``width`` GPUs (the others become idle)."""
         gpus = self._where[trial_id]

@@ -6,10 +6,13 @@ DynamicFluid may act (every constant is a field of ``Tunables``):
 
 * **limits** (``trial_limits``): a trial's ``c_i`` from its ``alpha_i`` under ``o_th``,
   ``c_max``; ``d_i`` from its ``beta_i`` under ``s_th``, at most ``probe_d`` until its own
-  ``beta_i`` is measured and one GPU until its iteration time is; a trial the algorithm waits
-  on (priority > 0) runs alone unless its own ``alpha_i < priority_alpha``; a ``keep_shape``
-  trial (a PBT member) gets plain Tune's shape and nothing else; a Ray Train trial is never
-  packed (its workers take whole GPUs) and gets no more GPUs than its workers' range allows;
+  ``beta_i`` is measured and one GPU until its iteration time is; a *leader* (``is_leader``:
+  a trial the algorithm waits on, priority > 0, or one whose budget runs to its own stop)
+  runs alone unless its own ``alpha_i < priority_alpha``; a ``keep_shape`` trial (a PBT
+  member) gets plain Tune's shape and nothing else; a Ray Train trial is never packed (its
+  workers take whole GPUs) and gets no more GPUs than its workers' range allows;
+* **leaders unpacked** (``unpack_leaders``): a running leader on a share (it was promoted
+  while packed) takes a whole GPU as soon as one is there, before any waiting trial starts;
 * **resizes** (``resize_group``): DynamicFluid's plan is applied only where each resize gains
   ``resize_gain`` x ``eps`` (``idle_gain`` x ``eps`` for a plan that only grows trials into
   GPUs nobody waits for nor will), each trial at most ``max_resizes`` times per rung, and only
@@ -46,8 +49,9 @@ from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
 from fluid.core.gpus import GpuPool
 from fluid.core.guard import is_safe
-from fluid.core.model import TrialSpec, slowdown
+from fluid.core.model import TrialSpec, is_packed, slowdown
 from fluid.core.overheads import c_from_alpha, d_from_beta
+from fluid.core.packing import is_leader
 from fluid.core.shapes import request_width
 from fluid.core.tolerances import CPU_TOL, WIDTH_TOL
 from fluid.core.tunables import Tunables
@@ -68,6 +72,11 @@ class TrialFacts:
         keeps_shape: its TrialGroup keeps plain Tune's shapes (a PBT population).
         asked: GPUs its own placement group asked for (0: none).
         own_request: it runs in its own placement group at ``w_min`` (not elastic).
+        runs_to_end: its budget reaches its own stop (no rung decides on it again).
+        probe: it is packed to measure packing (``pair_probes``) until its ``alpha_i`` is.
+        packing_measured: the experiment's packing cost is measured on this hardware (a
+            profile, a given ``alpha``, or the median of the trials probed so far), so its
+            ``alpha`` is a measurement, not the conservative prior.
         ray_train: it runs a Ray Train trainer, one worker per GPU (``fluid.core.ray_train``).
         w_max: most width it allows (``None``: no bound of its own).
     """
@@ -84,6 +93,9 @@ class TrialFacts:
     keeps_shape: bool = False
     asked: float = 0.0
     own_request: bool = False
+    runs_to_end: bool = False
+    probe: bool = False
+    packing_measured: bool = False
     ray_train: bool = False
     w_max: float | None = None
 
@@ -113,8 +125,12 @@ def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gp
     c = c_from_alpha(facts.alpha, config.o_th, config.c_max)
     if config.c is not None:
         c = config.c if exact else min(c, config.c)
-    if facts.priority > 0 and (not facts.alpha_measured or facts.alpha >= tunables.priority_alpha):
-        c = 1  # what the algorithm waits on runs alone unless its packing is measured free
+    if facts.probe and not facts.alpha_measured:
+        c = max(c, 2)  # a packing probe shares its GPU until its alpha_i is measured
+    measured = facts.alpha_measured or facts.packing_measured
+    if (is_leader(facts.priority, facts.runs_to_end)
+            and (not measured or facts.alpha >= tunables.priority_alpha)):
+        c = 1  # a leader runs alone unless its packing is measured free
     if facts.min_share is not None:
         c = min(c, int(math.floor(1 / facts.min_share + WIDTH_TOL)))
     if facts.ray_train:  # its workers take whole GPUs: never packed
@@ -191,6 +207,33 @@ def undo_slow_gangs(live: Sequence[LiveTrial], pool: GpuPool, eps: float,
                 pool = pool.copy()
             undone.append(Resize(t.id, w, 1.0, pool.shrink_gang(t.id, 1)))
     return undone, pool
+
+
+def unpack_leaders(live: Sequence[LiveTrial], pool: GpuPool, eps: float,
+                   ) -> tuple[list[Resize], GpuPool]:
+    """Running trials on a share whose own ``c_i`` is now 1 (a leader: promoted while packed,
+    or its measured ``alpha_i`` makes packing it cost too much) onto a whole GPU: their own if
+    they are alone on it, else an idle one; the resizes and the pool after them.
+
+    Leaders come before any waiting trial (the planner asks this first), highest priority and
+    then the most work left first; each must gain more than ``eps``, its restart
+    (``h_i(w) - h_i(1) > eps``). A trial alone on a share would still get a co-runner from Ray
+    (fractional GPUs fill one GPU before the next), so only a whole GPU keeps it alone.
+    """
+    found = [t for t in live if t.trial.resizable and is_packed(t.trial.width)
+             and t.trial.spec.c == 1
+             and t.trial.spec.runtime_at(t.trial.width) - t.trial.spec.runtime_at(1.0) > eps]
+    found.sort(key=lambda t: (-t.priority, -t.trial.spec.runtime))
+    moved: list[Resize] = []
+    for t in found:
+        if not (pool.idle_count() or pool.alone(t.id)):
+            continue
+        if not moved:
+            pool = pool.copy()
+        gpus = pool.move(t.id, 1.0, 1, t.trial.spec.memory)
+        if gpus is not None:
+            moved.append(Resize(t.id, t.trial.width, 1.0, gpus))
+    return moved, pool
 
 
 def group_load(live: Sequence[LiveTrial], pool: GpuPool) -> float:

@@ -39,17 +39,17 @@ Example (the paper's Figure 5: 5 GPUs, ``h_1`` = 4, 4, 12, 30 s, c = 2, d = 4):
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from fluid.core.config import PolicyConfig
 from fluid.core.gpus import GpuPool
+from fluid.core.growth import grow_alone, hand_out, widen_shares
 from fluid.core.model import TrialSpec, is_packed
 from fluid.core.tolerances import WIDTH_TOL
 
@@ -143,19 +143,22 @@ def water_fill(trials: Sequence[TrialSpec], n: float, config: PolicyConfig) -> d
 
 
 def _start(
-    items: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
+    items: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig,
+    priority: Callable[[str], int] | None = None,
 ) -> tuple[list[Assignment], list[int], int]:
     """``start_in_order`` on ``(trial, width)`` pairs read in order, placing them in ``pool``
     (a working copy): the started, the indices that waited, and the index from which every
-    trial waits (the pool was full; no pair past it was read), the number of pairs if none."""
+    trial waits (the pool was full, or a trial of lower ``priority`` came after one that
+    waited; no pair past it was read), the number of pairs if none."""
     started: list[Assignment] = []
     skipped: list[int] = []
     # Whether a trial fits depends only on the pool and on (width, c, memory), and the pool
     # changes only when a trial starts: a shape that did not fit since then does not fit now.
     failed: set[tuple[float, int, float | None]] = set()
+    blocked: int | None = None  # priority of the first trial that waited
     k = -1
     for k, (spec, width) in enumerate(items):
-        if pool.is_full():
+        if pool.is_full() or (blocked is not None and priority(spec.id) < blocked):
             return started, skipped, k  # 10,000-trial groups on 8 GPUs: the rest all wait
         c = config.c_of(spec)
         shape = (width, c, spec.memory)
@@ -163,6 +166,8 @@ def _start(
         if gpus is None:
             failed.add(shape)
             skipped.append(k)
+            if priority is not None and blocked is None:
+                blocked = priority(spec.id)
         else:
             failed.clear()
             started.append(Assignment(spec.id, width, gpus))
@@ -192,161 +197,24 @@ def start_in_order(
 
 
 def start_while_room(
-    queue: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig
+    queue: Iterable[tuple[TrialSpec, float]], pool: GpuPool, config: PolicyConfig,
+    priority: Callable[[str], int] | None = None,
 ) -> tuple[list[Assignment], int, GpuPool]:
     """``start_in_order``'s started trials, reading ``queue`` lazily: only as far as the pool
     has room (a long queue on a full cluster is not even built). Also returns how many pairs
     were considered (placed or left waiting; every pair after them waits, in order) and the
-    pool with the started trials placed (``pool`` itself when none started)."""
+    pool with the started trials placed (``pool`` itself when none started).
+
+    ``priority`` (of a trial id; the queue in non-increasing order of it): no trial starts
+    while one of higher priority waits, so the GPUs that free up go to it first (smaller
+    trials of lower priority would otherwise take every share that frees and starve it)."""
     items = iter(queue)
     first = next(items, None)
     if first is None or pool.is_full():
         return [], 0, pool  # nothing to place, or no room for anything: no copy to make
     work = pool.copy()
-    started, _, read = _start(itertools.chain([first], items), work, config)
+    started, _, read = _start(itertools.chain([first], items), work, config, priority)
     return started, read, work if started else pool
-
-
-def _grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whole: int,
-              room: int) -> float | None:
-    """The width ``hand_out`` would grow a trial to from ``w``: the least one, on at most
-    ``room`` more whole GPUs and within ``d_i``, whose runtime beats ``h_i(w)`` by more than
-    ``cost`` (``None``: none does). One restart pays for any number of extra GPUs, so a trial
-    that one more GPU would not pay a restart for may still grow onto several (a packed
-    share as fast as a whole GPU, ``alpha ~ 1``, gains only from a gang, the same way)."""
-    if room < 1:
-        return None
-    packed = is_packed(w)
-    lo = 1 if packed else int(w) + 1
-    # d_of is at most the trial's own d: past it, no need to ask (most trials, each re-plan);
-    # one GPU is always allowed (d_i >= 1), so a packed trial asks only if that is not enough.
-    if spec.d is not None and lo > spec.d:
-        return None
-    d = None if packed else config.d_of(spec, whole)
-    if d is not None and lo > d:
-        return None
-    h_w = spec.runtime_at(w) - WIDTH_TOL
-    before = spec.runtime_at(float(lo))
-    if before + cost < h_w:
-        return float(lo)  # the next width pays (most growths): nothing more to look at
-    top = room if packed else int(w) + room
-    if top == lo or h_w - spec.runtime / top <= cost:
-        return None  # not even a gang of ``top`` scaling perfectly (h_i1 / top) would pay
-    top = min(top, config.d_of(spec, whole) if d is None else d)
-    for k in range(lo + 1, top + 1):
-        h_k = spec.runtime_at(float(k))
-        if h_k + cost < h_w:
-            return float(k)
-        if h_k >= before:
-            return None  # past the fastest gang: wider ones are slower still
-        before = h_k
-    return None
-
-
-def _hand_out(
-    candidates: Sequence[tuple[TrialSpec, float, float]],
-    pool: GpuPool,
-    config: PolicyConfig,
-) -> dict[str, float]:
-    """Give idle whole GPUs, one at a time, to the trial that would end last.
-
-    A packed trial alone on its GPU may also grow to that whole GPU (the rest of it is idle).
-
-    ``candidates`` are ``(trial, current width, cost of resizing it)``: ``eps`` for a running
-    trial, 0 for one being started or already being resized. A trial grows to the least
-    wider shape ``w'`` (whole GPUs: a packed share becomes one GPU or a gang, a gang gets more
-    GPUs) with ``h_i(w') + cost < h_i(w)``, never past ``d_i``: one more GPU at a time once
-    the cost is paid, several at once where one more alone would not pay for it. Gangs keep
-    their GPUs and add the new ones. Updates ``pool``; returns ``{trial id: new width}`` for
-    the trials that grew.
-    """
-    grown: dict[str, float] = {}
-    # A packed trial alone on its GPU can take the whole of it in place, without idle GPUs.
-    idle, alone = pool.idle_count(), pool.alone_packed()
-    if not (idle or alone):
-        return grown  # nothing to give (most re-plans of a full cluster): skip the heap
-    if not idle:
-        # Only a packed trial alone on its GPU can grow (in place: its GPU is the only one to
-        # become idle, and it takes it back), so the others are not even looked at.
-        candidates = [c for c in candidates if c[0].id in alone and is_packed(c[1])]
-    width = {spec.id: w for spec, w, _ in candidates}
-    lonely = {t for t in alone if t in width and is_packed(width[t])}
-    if not (idle or lonely):
-        return grown
-    whole = pool.n
-    # A trial that cannot gain from its next width, or never find the GPUs for it, is passed
-    # over whenever it comes up, with no effect: leave it out of the heap (most trials of a
-    # re-plan). Idle GPUs plus its own GPU if alone on it never grow while handing out (a
-    # mate that leaves takes an idle GPU), so a width that does not fit now never will.
-    heap = [(-spec.runtime_at(w), i) for i, (spec, w, k) in enumerate(candidates)
-            if _grows_to(spec, w, k, config, whole, idle + (spec.id in lonely)) is not None]
-    heapq.heapify(heap)
-    cost = {spec.id: k for spec, _, k in candidates}
-    while heap and (pool.idle_count() or lonely):
-        _, i = heapq.heappop(heap)
-        spec = candidates[i][0]
-        w = width[spec.id]
-        room = pool.idle_count() + (spec.id in lonely)
-        nxt = _grows_to(spec, w, cost[spec.id], config, whole, room)
-        if nxt is None:
-            continue
-        mates = pool.neighbours(spec.id)
-        moved = (
-            pool.move(spec.id, nxt, config.c_of(spec), spec.memory)
-            if is_packed(w)
-            else pool.grow_gang(spec.id, int(round(nxt - w)))
-        )
-        if moved is None:
-            continue
-        lonely.discard(spec.id)
-        if len(mates) == 1 and mates[0] in width and is_packed(width[mates[0]]):
-            lonely.add(mates[0])  # its last GPU-mate left
-        width[spec.id] = nxt
-        cost[spec.id] = 0.0  # one resize covers any number of extra GPUs
-        grown[spec.id] = nxt
-        heapq.heappush(heap, (-spec.runtime_at(nxt), i))
-    return grown
-
-
-def _widen_shares(packed: Sequence[TrialSpec], pool: GpuPool) -> dict[str, float]:
-    """Give the unused share of each packed GPU to the trials on it that pay for packing.
-
-    A trial with ``alpha_i > 1`` runs faster on a wider share ``1/k``; the share a GPU's
-    trials leave unused serves nobody. Each of ``packed`` (placed at shares in ``pool``),
-    the one that would end last first, takes the widest ``1/k`` that still fits on its GPU.
-    Updates ``pool``; returns ``{trial id: new share}`` for the trials that widened.
-    """
-    wider: dict[str, float] = {}
-    roomy = pool.unfilled()
-    if not roomy:
-        return wider  # every packed GPU is full (most plans of a busy cluster)
-    shares = [(spec, pool.share_of(spec.id)) for spec in packed
-              if spec.alpha > 1.0 and pool.where(spec.id)[0] in roomy]
-    for spec, share in sorted(shares, key=lambda x: -x[0].runtime_at(x[1])):
-        for k in range(2, round(1.0 / share)):
-            if pool.reshare(spec.id, 1.0 / k):
-                wider[spec.id] = 1.0 / k
-                break
-    return wider
-
-
-def _grow_alone(candidates: Sequence[tuple[TrialSpec, float, float]], pool: GpuPool,
-                config: PolicyConfig) -> dict[str, tuple[int, ...]]:
-    """While trials wait that fit nowhere, a packed trial alone on its GPU takes the whole of it
-    where that pays for its resize cost: the rest of its GPU serves none of them
-    (``start_in_order`` just found no room for any), and it frees the GPU sooner.
-
-    ``candidates`` are ``(trial, width, cost)`` as for ``hand_out``. Updates ``pool``; returns
-    ``{trial id: its GPUs}`` for the trials that grew to one GPU."""
-    alone = pool.alone_packed()
-    grown: dict[str, tuple[int, ...]] = {}
-    for spec, w, cost in candidates:
-        if (spec.id in alone and is_packed(w)
-                and spec.runtime_at(1.0) + cost < spec.runtime_at(w) - WIDTH_TOL):
-            gpus = pool.move(spec.id, 1.0, config.c_of(spec), spec.memory)
-            if gpus is not None:
-                grown[spec.id] = gpus
-    return grown
 
 
 def _size_started(started: list[Assignment], specs: Mapping[str, TrialSpec], pool: GpuPool,
@@ -361,16 +229,19 @@ def _size_started(started: list[Assignment], specs: Mapping[str, TrialSpec], poo
     widths = {a.trial_id: a.width for a in started}
     placed = [(specs[a.trial_id], a.width, 0.0) for a in started]
     if waits:
-        widths.update(dict.fromkeys(_grow_alone(placed, pool, config), 1.0))
+        widths.update(dict.fromkeys(grow_alone(placed, pool, config), 1.0))
     else:
-        widths.update(_hand_out(placed, pool, config))
-    widths.update(_widen_shares([specs[t] for t, w in widths.items() if is_packed(w)], pool))
+        widths.update(hand_out(placed, pool, config))
+    widths.update(widen_shares([specs[t] for t, w in widths.items() if is_packed(w)], pool))
     return [Assignment(a.trial_id, widths[a.trial_id], pool.where(a.trial_id)) for a in started]
 
 
-def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfig) -> StaticPlan:
+def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfig,
+                 rank: Mapping[str, int] | None = None) -> StaticPlan:
     """Algorithm 1 on the GPUs of ``pool`` that are free (``pool`` is not changed: the plan
-    holds the pool after it)."""
+    holds the pool after it). ``rank``: trials are placed by rank first (the order their
+    algorithm would start them in), then by ``h_i1`` descending; widths are water-filled over
+    all of them together either way."""
     ids = [t.id for t in trials]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
@@ -378,6 +249,9 @@ def static_fluid(trials: Sequence[TrialSpec], pool: GpuPool, config: PolicyConfi
     if not trials:
         return StaticPlan(widths={}, pool=pool)
     order, fill = _water_fill(trials, pool.free_capacity(), config)
+    if rank is not None:  # a stable sort: h_i1 descending within a rank
+        order, fill = map(list, zip(*sorted(zip(order, fill, strict=True),
+                                            key=lambda x: rank[x[0].id]), strict=True))
     pool = pool.copy()
     ids = [t.id for t in order]
     widths = dict(zip(ids, fill, strict=True))

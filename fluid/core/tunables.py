@@ -56,6 +56,11 @@ class Tunables:
         prior_alpha: ``alpha`` of an unmeasured trial: two on a GPU gain nothing, so it runs
             alone, as under plain Tune.
         prior_beta: ``beta`` of an unmeasured trial: a gang of two is no faster than one GPU.
+        probe_pairs: without a profile, the trials whose own ``alpha_i`` is measured (on a
+            GPU they shared for some iterations and had to themselves for others) before their
+            median is the ``alpha`` of trials not measured yet; until then that many pairs of
+            trials the algorithm does not wait on are packed to measure it (one pair says
+            little: configurations differ).
         prior_weight: how many samples the prior is worth when a trial's own estimate is
             shrunk towards it (one: a single measurement moves it half way, in log space).
         default_eps: seconds a resize is assumed to cost before a resize or a start is
@@ -86,6 +91,7 @@ class Tunables:
     round_share: float = 0.1
     prior_alpha: float = 2.0
     prior_beta: float = 2.0
+    probe_pairs: int = 2
     prior_weight: float = 1.0
     default_eps: float = 5.0
     default_iteration_time: float = 1.0
@@ -113,7 +119,7 @@ class Tunables:
         check_number("default_eps", self.default_eps, 0, unit="seconds")
         check_number("default_iteration_time", self.default_iteration_time, 0, low_open=True,
                      unit="seconds")
-        for name in ("samples_kept", "eps_samples_kept", "eligible_scan"):
+        for name in ("samples_kept", "eps_samples_kept", "eligible_scan", "probe_pairs"):
             check_number(name, getattr(self, name), 1, integer=True)
         check_number("save_every_s", self.save_every_s, 0, unit="seconds")
         check_number("save_share", self.save_share, 0)

@@ -148,9 +148,11 @@ def build_scheduler(algorithm: str, workload: Workload, adapted: bool) -> TrialS
     return sched if sched is not None else FIFOScheduler()
 
 
-def profiled_overheads(workload: Workload, seed: int = 0, n: int = 16) -> tuple[float, float]:
-    """Median ``alpha`` and ``beta`` over ``n`` configs of the space: what a simulated
-    ``fluid profile`` finds (``fluid.sim.profiling``: noisy measurements of the truth)."""
+def profiled_overheads(workload: Workload, seed: int = 0, n: int = 16,
+                       ) -> tuple[float, float, float]:
+    """Median ``alpha`` and ``beta`` over ``n`` configs of the space and the largest peak
+    memory among them: what a simulated ``fluid profile`` finds (``fluid.sim.profiling``:
+    noisy measurements of the truth)."""
     return profile_workload(workload, seed, n)
 
 
@@ -192,9 +194,9 @@ def build_executor(
         options: dict[str, Any] = {"elastic": True, "dynamic": executor != "fluid_static",
                                    "resize_requests": True, "verbose": False}
         if profile:
-            alpha, beta = profiled_overheads(workload)
+            alpha, beta, memory = profiled_overheads(workload)
             options.update(alpha=alpha, beta=beta, cpus_per_trial=1.0, cpus_per_worker=1.0,
-                           gpu_memory=gpu_memory)
+                           gpu_memory=gpu_memory, trial_memory=memory)
         options.update(fluid_options or {})
         if executor == baselines.ONE_GPU:
             options.update(baselines.ONE_GPU_OPTIONS)

@@ -29,8 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from fluid.core import fit_alpha, fit_beta
-from fluid.core.overheads import packing_limit, scaling_limit
 from fluid.sim.truth import iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
 from fluid.tune.profiler import Profile
@@ -54,9 +52,7 @@ def profile_config(model: TrialModel, noise: float = 0.02,
     pack = {p: measured(iteration_time(truth, 1.0 / p, (truth,) * (p - 1)).seconds)
             for p in range(1, MAX_PACK + 1)}
     gang = {w: measured(iteration_time(truth, float(w)).seconds) for w in range(1, MAX_GANG + 1)}
-    alpha = fit_alpha({1: pack[1], 2: pack[2]})
-    return Profile(alpha, packing_limit(pack), fit_beta(gang), scaling_limit(gang), pack, gang,
-                   device="simulated")
+    return Profile.measured(pack, gang, memory=model.memory_gb, device="simulated")
 
 
 @lru_cache(maxsize=8192)
@@ -74,10 +70,12 @@ def _sample(space: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any
 
 
 def profile_workload(workload: Workload, seed: int = 0, n: int = 16,
-                     noise: float = 0.02) -> tuple[float, float]:
+                     noise: float = 0.02) -> tuple[float, float, float]:
     """Median ``alpha`` and ``beta`` of simulated profiles of ``n`` configs of the space
-    (every config of a fixed list): what a user who ran ``fluid profile`` would pass on."""
+    (every config of a fixed list), and the largest peak memory they measured (GB): what a
+    user who ran ``fluid profile`` would pass on."""
     rng = np.random.default_rng(seed)
     configs = workload.configs or [_sample(workload.space, rng) for _ in range(n)]
     profs = [profile_config(workload.trial_model(c), noise, rng) for c in configs]
-    return statistics.median(p.alpha for p in profs), statistics.median(p.beta for p in profs)
+    return (statistics.median(p.alpha for p in profs), statistics.median(p.beta for p in profs),
+            max(p.memory or 0.0 for p in profs))

@@ -49,6 +49,7 @@ class OverheadEstimator:
                  gpu_memory: float | None, tunables: Tunables) -> None:
         self._store, self._tunables = store, tunables
         self.prior_alpha = tunables.prior_alpha if alpha is None else float(alpha)
+        self.alpha_given = alpha is not None
         self.prior_beta = tunables.prior_beta if beta is None else float(beta)
         self.alpha, self.beta = self.prior_alpha, self.prior_beta
         self.fixed_eps, self.refine = eps, refine
@@ -73,6 +74,27 @@ class OverheadEstimator:
     def restore_eps(self, samples: list[float]) -> None:
         """Take in resize costs measured before (a restored experiment's)."""
         self.eps_samples.extend(samples)
+
+    @property
+    def fresh_alpha(self) -> float:
+        """``alpha_i`` of a trial with no packing measurement of its own: the prior given (a
+        profile's), else the median of the trials measured so far once ``probe_pairs`` are,
+        else the conservative prior (trials of one experiment share a model family and the
+        hardware; each trial's own measurement wins once it has one)."""
+        if self.alpha_given or len(self._alpha_by_trial) < self._tunables.probe_pairs:
+            return self.prior_alpha
+        return self.alpha
+
+    @property
+    def packing_measured(self) -> bool:
+        """Whether ``fresh_alpha`` is a measurement (a profile's or a given ``alpha``, or the
+        median of ``probe_pairs`` trials' own), not the conservative prior."""
+        return self.alpha_given or len(self._alpha_by_trial) >= self._tunables.probe_pairs
+
+    @property
+    def alphas_measured(self) -> int:
+        """How many trials have their own measured ``alpha_i``."""
+        return len(self._alpha_by_trial)
 
     @property
     def measured_beta(self) -> float | None:
@@ -101,8 +123,8 @@ class OverheadEstimator:
         return slowdown(width, self.alpha_of(rec), self.beta_of(rec))
 
     def alpha_of(self, rec: TrialRecord) -> float:
-        """``alpha_i``: the trial's own packing overhead shrunk towards the prior."""
-        return _shrunk(self.prior_alpha, rec.own_alpha if self.refine else None,
+        """``alpha_i``: the trial's own packing overhead shrunk towards ``fresh_alpha``."""
+        return _shrunk(self.fresh_alpha, rec.own_alpha if self.refine else None,
                        self._tunables.prior_weight)
 
     def beta_of(self, rec: TrialRecord) -> float:
@@ -110,9 +132,15 @@ class OverheadEstimator:
         return _shrunk(self.prior_beta, rec.own_beta if self.refine else None,
                        self._tunables.prior_weight)
 
-    def observe(self, rec: TrialRecord, dt: float | None, now: float) -> bool:
+    def observe(self, rec: TrialRecord, dt: float | None, now: float,
+                width: float | None = None, clean: bool = True) -> bool:
         """Take in a result's ``time_this_iter_s``; True when it was the trial's first sample
         or its first at this width (a new ``alpha_i``/``beta_i``: its group is planned again).
+
+        ``width``: the width the iteration ran at in effect (``1/k`` for ``k`` trials that
+        computed on its GPU all along, see ``_residency``; ``None``: the width it runs at);
+        not ``clean`` when who computed beside it changed during it: the sample then counts at
+        its share for its iteration time, not for its ``alpha_i``.
 
         The first result after a resize measures ``eps`` instead (the time since the resize
         decision less that result's own ``time_this_iter_s``); the first of another start
@@ -120,6 +148,7 @@ class OverheadEstimator:
         as a sample (warm-up and all) it counts only if the trial has none yet. The first
         result at a width the trial never ran at is also a sample.
         """
+        width = rec.actual if width is None else width
         if rec.resize_at is not None:
             # The iteration it ran at the new shape is its own (``dt``), not the restart: a
             # gang slower than predicted must not inflate ``eps`` (it would block undoing it).
@@ -127,7 +156,7 @@ class OverheadEstimator:
                         else self.iteration_time(rec) * self.slowdown(rec.actual, rec))
             self.eps_samples.append(max(0.0, now - rec.resize_at - expected))
             self._store.update(rec, resize_at=None)
-            if dt is None or not rec.actual or rec.actual in rec.raw:
+            if dt is None or not width or not clean or width in rec.raw:
                 return False
             # Its first iteration ever at this width (a probe) counts at once, warm-up and all
             # (pessimistic for the new width), so that a failed probe is undone a result sooner.
@@ -135,11 +164,13 @@ class OverheadEstimator:
             if rec.fresh_start and dt is not None and rec.shapes and rec.shapes[-1][1]:
                 # A start: the time since the trial was handed its shape, less its iteration.
                 self.start_samples.append(max(0.0, now - rec.shapes[-1][0] - float(dt)))
-            if dt is None or not rec.actual or (rec.fresh_start and rec.samples):
+            if dt is None or not width or (rec.fresh_start and rec.samples):
                 return False
-        new_width = self._store.add_sample(rec, float(dt), rec.actual,
-                                           self._tunables.samples_kept)
-        if len(rec.raw) > 1 and (new_width or len(rec.raw[rec.actual]) <= 3):
+        if not clean:
+            width = rec.actual
+        new_width = self._store.add_sample(rec, float(dt), width, self._tunables.samples_kept,
+                                           raw=clean)
+        if clean and len(rec.raw) > 1 and (new_width or len(rec.raw[width]) <= 3):
             self.refine_overheads(rec)
         self.track(rec)
         return len(rec.samples) == 1 or new_width  # a first sample, or one at a new width
@@ -168,8 +199,13 @@ class OverheadEstimator:
         if alphas:
             own = (max(1.0, statistics.median(a for a, _ in alphas)), sum(n for _, n in alphas))
             self._store.update(rec, own_alpha=own)
+            fresh = self.fresh_alpha
             self._alpha_by_trial[tid] = own[0]
             self.alpha = statistics.median(self._alpha_by_trial.values())
+            if self.fresh_alpha != fresh:  # every trial's alpha_i rests on it: times too
+                for other in self._store.records.values():
+                    if other.samples and other is not rec:
+                        self.track(other)
         if betas:
             own = (max(1.0, statistics.median(b for b, _ in betas)), sum(n for _, n in betas))
             self._store.update(rec, own_beta=own)

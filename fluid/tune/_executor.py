@@ -95,17 +95,21 @@ class FluidExecutor(TrialScheduler):
             between trials matter, so budgets decide at first).
         dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
         profile: a ``fluid.tune.profiler.Profile``: its ``alpha``, ``beta`` become the prior
-            and its ``c``, ``d`` caps (they replace the options of the same name).
+            and its ``c``, ``d`` caps (they replace the options of the same name); the peak
+            memory it measured is ``trial_memory`` unless that is given.
         mps: a ``fluid.gpu.MPSManager`` (any object with ``start()`` and ``stop()``): started
             with the experiment (one MPS daemon per GPU node) and stopped when it ends.
         refine: learn each trial's own ``alpha_i``/``beta_i`` from its iteration times at two
             widths (a share ``1/p`` against one GPU gives ``alpha_i``, a gang of ``w`` GPUs
             ``beta_i``), shrunk towards the prior; ``False``: the prior for every trial.
-        resize_requests: a trial that asks for GPUs (``resources_per_trial={"gpu": 2}``,
-            ``tune.with_resources``, a ``PlacementGroupFactory``) gets at least what it asked
-            for, unless this is ``True``: then Fluid sizes it like any other trial and warns
-            once per trial whose shape differs. A trial that asks for no GPU (Tune's default)
-            is always sized by Fluid.
+        resize_requests: ``None`` (default): a trial that asks for exactly one GPU
+            (``tune.with_resources(train, {"gpu": 1})``, ``resources_per_trial={"gpu": 1}``:
+            Tune's way of saying it needs a GPU) is sized by Fluid, packed only where packing
+            is measured cheap and memory-safe (one line per experiment says so); one that asks
+            for more (``{"gpu": 2}``, a ``PlacementGroupFactory``) gets at least that.
+            ``True``: every request is sized like any other trial, with a warning per trial
+            whose shape differs. ``False``: every request is kept (at least what it asked
+            for). A trial that asks for no GPU (Tune's default) is always sized by Fluid.
         wait_for_nodes: a cluster without GPUs, or a trial needing more GPUs or CPUs than it
             has, waits for nodes to join, saying what for (``False``: ``FluidConfigError``).
         verbose: print one line per plan change (a trial starting packed, on one GPU or as a
@@ -148,7 +152,7 @@ class FluidExecutor(TrialScheduler):
         profile: Any = None,
         refine: bool = True,
         mps: Any = None,
-        resize_requests: bool = False,
+        resize_requests: bool | None = None,
         wait_for_nodes: bool = True,
         verbose: bool | None = None,
         tunables: Tunables | None = None,
@@ -158,6 +162,8 @@ class FluidExecutor(TrialScheduler):
         super().__init__()
         if profile is not None:
             alpha, beta, c, d = profile.alpha, profile.beta, profile.c, profile.d
+            memory = getattr(profile, "memory", None)
+            trial_memory = trial_memory if trial_memory is not None or not memory else memory
         self.options = FluidOptions(
             alpha=alpha, beta=beta, c=c, d=d, eps=eps, o_th=o_th, s_th=s_th, c_max=c_max,
             gpu_memory=gpu_memory, trial_memory=trial_memory, max_outstanding=max_outstanding,

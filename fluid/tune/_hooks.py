@@ -17,7 +17,7 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
-from fluid.core import Tunables
+from fluid.core import Tunables, in_flight_bound
 from fluid.tune import _barrier as barrier
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge import actions, admission
@@ -67,8 +67,10 @@ class TuneHooks:
         self.planner = Planner(self.store, self.estimator, options.policy, self.tunables,
                                dynamic=options.dynamic, clock=self._clock,
                                cpus_per_trial=options.cpus_per_trial,
-                               cpus_per_worker=options.cpus_per_worker, exact_limits=exact_limits)
-        self.report = PlanReport(options.verbose)
+                               cpus_per_worker=options.cpus_per_worker, exact_limits=exact_limits,
+                               shares_enforced=bool(getattr(options.mps,
+                                                            "enable_thread_percentage", False)))
+        self.report = PlanReport(options.verbose, options.resize_requests)
         self._state = StateFile(self._clock, self.tunables)
         self._kinds = admission.TrainableKinds()
         self._waits = NodeWait(refuse=not options.wait_for_nodes)
@@ -99,9 +101,7 @@ class TuneHooks:
         self.planner.start(gpus, cpus_of_view(self._resources))
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)
-        # Twice the GPUs there are now: the bound follows the cluster as nodes join.
-        bound = self.options.max_outstanding or (lambda: max(2, int(2 * self.planner.gpus)))
-        actions.install_outstanding_limit(tc, self._outstanding, bound)
+        actions.install_outstanding_limit(tc, self._outstanding, self._in_flight_bound)
         actions.install_callbacks(controller, self.store, self.options.mps)
         compat.forgive_failures(controller, self.out_of_gpu_memory)
         self._state.directory = compat.experiment_dir(controller)
@@ -183,8 +183,11 @@ class TuneHooks:
             self._stop_stranded(tune_controller)
             return None
         assert self.planner.pool is not None and rec.width is not None
-        return actions.release(rec, tune_controller, self.store, self.planner.pool,
-                               self._clock, self.planner.cpus.shape(rec, rec.width), self.report)
+        trial = actions.release(rec, tune_controller, self.store, self.planner.pool,
+                                self._clock, self.planner.cpus.shape(rec, rec.width), self.report)
+        self.planner.packing.residency.arrive(rec.trial_id, self.planner.pool.where(
+            rec.trial_id), self._clock())
+        return trial
 
     def _plan(self, tune_controller: Any, caught_up: list[TrialRecord]) -> None:
         """One plan: the trials the base would start now (members a barrier keeps paused
@@ -215,8 +218,11 @@ class TuneHooks:
         store, rec = self.store, self.store[trial.trial_id]
         now, until = self._clock(), rec.until  # the budget it ran to (the base may move it)
         store.update(rec, iteration=int(result.get("training_iteration", rec.iteration + 1)))
-        first = not rec.samples
-        if self.estimator.observe(rec, result.get("time_this_iter_s"), now):
+        first, dt = not rec.samples, result.get("time_this_iter_s")
+        width, clean = self.planner.packing.sample_width(rec, dt, now)
+        if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
+            self.planner.packing.residency.began(rec.trial_id, now - float(dt))
+        if self.estimator.observe(rec, dt, now, width, clean):
             self.planner.measured(rec, first)
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function
         store.move(rec, Phase.RUNNING, fresh_start=False,
@@ -278,3 +284,13 @@ class TuneHooks:
 
     def _outstanding(self) -> int:
         return self.store.count(OUTSTANDING)
+
+    def _in_flight_bound(self) -> int:
+        """``max_outstanding``, else what the GPUs run at the speed of one trial alone
+        (``fluid.core.in_flight_bound``) with fresh trials packed as an unmeasured one would be
+        now, and a mate for each packing probe waiting for one."""
+        if self.options.max_outstanding is not None:
+            return self.options.max_outstanding
+        planner = self.planner
+        return (in_flight_bound(planner.gpus, planner.specs.fresh_c(), self.estimator.fresh_alpha)
+                + planner.packing.hosts(planner.pool))

@@ -55,7 +55,7 @@ class FluidOptions:
     dynamic: bool = True
     refine: bool = True
     mps: Any = None
-    resize_requests: bool = False
+    resize_requests: bool | None = None
     verbose: bool | None = None
     wait_for_nodes: bool = True
     tunables: Tunables | None = None
@@ -72,7 +72,7 @@ class FluidOptions:
         if self.tunables is not None and not isinstance(self.tunables, Tunables):
             raise FluidConfigError(f"tunables must be a fluid.core.Tunables, got {self.tunables!r}")
         for name, none_ok in (("elastic", True), ("dynamic", False), ("refine", False),
-                              ("resize_requests", False), ("verbose", True),
+                              ("resize_requests", True), ("verbose", True),
                               ("wait_for_nodes", False)):
             flag = getattr(self, name)
             if not (isinstance(flag, bool) or (none_ok and flag is None)):

@@ -1,14 +1,22 @@
 """Fluid's GPU plan of one experiment: trial records in, ``fluid.core`` decisions applied.
 
-* trials the base scheduler would start now: ``static_fluid`` per TrialGroup gives each a width
-  ``w`` and places those that fit (READY), the others wait in the queue (QUEUED);
-* the queue, highest priority first: ``start_while_room`` as GPUs free up;
-* with nothing waiting, the groups whose trials changed: ``fluid.core.policy`` undoes failed
-  gangs and re-sizes the running trials where it pays (``resize_group``), then probes gangs on
-  idle GPUs (``probe_gangs``); a resize of a running trial is a pending decision
-  (``pending_width``) that the executor carries out at the trial's next checkpointed result;
+Each plan, in this order (what the algorithm waits on first):
+
+* running leaders on a share take a whole GPU (``Resizes.unpack``);
+* packing probes, while packing is measured on too few trials (``PackingProbes``);
+* the queue, highest priority first: ``start_while_room`` as GPUs free up; no trial starts
+  while one of higher priority waits;
+* trials the base scheduler would start now, one priority after another: ``static_fluid``
+  over all of them (every group) gives each a width ``w`` and places those that fit (READY) in
+  the order their algorithm starts them; the others wait in the queue (QUEUED);
+* with nothing waiting, the groups whose trials changed: ``Resizes`` undoes failed gangs,
+  re-sizes the running trials where it pays and probes gangs on idle GPUs; a resize of a
+  running trial is a pending decision (``pending_width``) that the executor carries out at the
+  trial's next checkpointed result;
 * when a change re-plans its group: at once, or in rounds of small changes (``replan_due``,
   ``first_result_due``);
+* when measurements change what a fresh trial's packing costs, the waiting trials are sized
+  again;
 * a cluster that grew or shrank: the plan's GPUs follow it;
 * CPUs: a trial starts or grows only if its shape's CPUs fit (``CpuAccount``).
 """
@@ -27,22 +35,19 @@ from fluid.core import (
     PolicyConfig,
     Tunables,
     first_result_due,
-    group_load,
-    is_probe_candidate,
-    may_probe,
-    probe_gangs,
     replan_due,
-    resize_group,
     start_while_room,
     static_fluid,
-    undo_slow_gangs,
+    water_fill,
 )
 from fluid.core.tolerances import CPU_TOL
 from fluid.tune._bridge.resources import ResourceView, cpus_of_view
 from fluid.tune._bridge.shapes import describe
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._packing import PackingProbes
 from fluid.tune._records import Phase, TrialRecord, TrialStore, by_group
+from fluid.tune._resizes import Resizes
 from fluid.tune._specs import SpecCache
 
 logger = logging.getLogger("fluid")
@@ -64,17 +69,22 @@ class Planner:
         cpus_per_worker: CPUs of each gang worker's bundle.
         exact_limits: the config's ``c`` and ``d`` are the user's and apply as given (else,
             from a profile, they only cap what each trial's own overheads allow).
+        shares_enforced: a share limits the trial's compute (MPS active-thread percentages).
     """
 
     def __init__(self, store: TrialStore, estimator: OverheadEstimator, config: PolicyConfig,
                  tunables: Tunables, *, dynamic: bool, clock: Callable[[], float],
                  cpus_per_trial: float | None = None, cpus_per_worker: float = 1.0,
-                 exact_limits: bool = True) -> None:
+                 exact_limits: bool = True, shares_enforced: bool = False) -> None:
         self._store, self._estimator = store, estimator
         self._config, self._tunables = config, tunables
         self._dynamic, self._clock = dynamic, clock
         self.specs = SpecCache(store, estimator, config, tunables, exact_limits)
         self.cpus = CpuAccount(store, cpus_per_trial, cpus_per_worker)
+        self.packing = PackingProbes(store, self.specs, estimator, shares_enforced)
+        self.resizes = Resizes(store, self.specs, estimator, config, tunables, self.cpus,
+                               self._log_plan)
+        self._fresh_c: int | None = None  # c_i of a fresh trial at the last plan
         self.pool: GpuPool | None = None
         self.gpus = 0.0
         self.queue: list[str] = []  # planned, waiting for capacity, in start order
@@ -89,8 +99,6 @@ class Planner:
         self._batched: dict[int, int] = {}
         # group -> its ``sum_j h_j1 / n`` at its last DynamicFluid re-plan (``measured``)
         self._load: dict[int, float] = {}
-        # trial id -> the width a running trial is to restart at (its pending resize)
-        self._pending: dict[str, float] = {}
         self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
 
     def start(self, gpus: float, cpus: float | None = None) -> None:
@@ -107,7 +115,7 @@ class Planner:
 
     def pending_width(self, trial_id: str) -> float | None:
         """The width a running trial is to restart at (``None``: no resize pending)."""
-        return self._pending.get(trial_id)
+        return self.resizes.pending.get(trial_id)
 
     # -- events ------------------------------------------------------------------------
     def plan_again(self) -> None:
@@ -157,6 +165,7 @@ class Planner:
     def unplace(self, rec: TrialRecord) -> None:
         """Take a trial out of the plan (its GPUs are free again, its pending resize gone)."""
         tid = rec.trial_id
+        self.packing.residency.leave(tid, self._clock())
         if self.pool is not None:
             self.pool.release(tid)
         self.specs.forget(tid)
@@ -164,14 +173,15 @@ class Planner:
             self.queue.remove(tid)
         if tid in self.ready:
             self.ready.remove(tid)
-        self._pending.pop(tid, None)
+        self.resizes.pending.pop(tid, None)
         self._store.update(rec, width=None, actual=None)
 
     def start_resize(self, rec: TrialRecord, now: float) -> None:
         """A running trial pauses to restart at its pending width."""
         self._store.move(rec, Phase.RESIZING, resize_at=now, resizes=rec.resizes + 1,
                          budget_resizes=rec.budget_resizes + 1)
-        self._pending.pop(rec.trial_id, None)
+        self.packing.residency.leave(rec.trial_id, now)
+        self.resizes.pending.pop(rec.trial_id, None)
         self.ready.append(rec.trial_id)
 
     def next_ready(self, fits: Callable[[TrialRecord], bool] | None = None,
@@ -197,20 +207,28 @@ class Planner:
         """
         self._due = False
         assert self.pool is not None
+        self._follow_fresh_c()
+        if self._dynamic:
+            self.pool = self.resizes.unpack(self.pool)
+        self._probe([self._store[i] for i in self.queue])
         over = self._start_queued()
         newly = [] if over else self.cpus.within(eligible(), self.cpus.free())[0]
-        tiers = sorted({r.priority for r in newly}, reverse=True)  # what it waits on first
-        for gid, recs in [(g, [r for r in rs if r.priority == p]) for p in tiers
-                          for g, rs in by_group(newly).items()]:
-            if recs:
-                self._plan_static(gid, recs)
+        # What the algorithm waits on first: no trial starts while one of a higher priority
+        # waits for GPUs (it would take the shares that free up and starve that one).
+        waits = max((self._store[i].priority for i in self.queue), default=None)
+        for p in sorted({r.priority for r in newly}, reverse=True):
+            self._plan_static([r for r in newly if r.priority == p], waits is None or p >= waits)
+            if self.queue:
+                waits = max(waits if waits is not None else p, p)
         if self.queue or self.ready or not self._dynamic:
             return
         for gid in sorted(self._replan):
             self._batched.pop(gid, None)
-            self._resize_group(gid, search_done)
+            self.pool, load = self.resizes.resize_group(gid, self.pool, search_done)
+            if load is not None:
+                self._load[gid] = load
         self._replan.clear()
-        self._probe_gangs()
+        self.pool = self.resizes.probe_gangs(self.pool)
 
     def _start_queued(self) -> bool:
         """Queued trials that fit now start, highest priority first, as many as CPUs allow;
@@ -228,7 +246,8 @@ class Planner:
         else:
             queued, over = self.cpus.within([store[i] for i in ids], self.cpus.free())
             pairs = ((specs.placing_spec(r), r.width) for r in queued)
-        started, read, self.pool = start_while_room(pairs, self.pool, self._config)
+        started, read, self.pool = start_while_room(pairs, self.pool, self._config,
+                                                    lambda i: store[i].priority)
         if started:
             begun = {a.trial_id for a in started}
             if self.cpus.total is not None:
@@ -237,11 +256,23 @@ class Planner:
         self._mark_ready([a.trial_id for a in started])
         return bool(over)
 
-    def _plan_static(self, gid: int, recs: list[TrialRecord]) -> None:
-        """StaticFluid over the trials of one group and priority that may start now."""
+    def _plan_static(self, recs: list[TrialRecord], start: bool = True) -> None:
+        """StaticFluid over the trials of one priority that may start now, of every group:
+        they share the capacity there is (water-filled together), and are placed group after
+        group in the order their algorithm would start them, longest first within a group.
+        Not ``start``: they are sized as on a full cluster and all wait."""
         assert self.pool is not None
-        plan = static_fluid([self.specs.spec(r) for r in recs], self.pool, self._config)
-        self.pool = plan.pool
+        probed = self._probe(recs) if start else set()
+        if probed:
+            recs = [r for r in recs if r.trial_id not in probed]
+            if not recs:
+                return
+        groups = by_group(recs)
+        rank = {r.trial_id: k for k, rs in enumerate(groups.values()) for r in rs}
+        pool = self.pool if start else GpuPool(0)
+        plan = static_fluid([self.specs.spec(r) for r in recs], pool, self._config, rank)
+        if start:
+            self.pool = plan.pool
         for rec in recs:
             self._store.move(rec, Phase.QUEUED, width=plan.widths[rec.trial_id])
         self._mark_ready([a.trial_id for a in plan.started])
@@ -250,7 +281,8 @@ class Planner:
         if plan.waiting and self.queue and self._store[self.queue[-1]].priority < recs[0].priority:
             self._queue_unsorted = True
         self.queue += plan.waiting
-        self._log_plan("static", gid, plan.widths)
+        for gid, rs in groups.items():
+            self._log_plan("static", gid, {r.trial_id: plan.widths[r.trial_id] for r in rs})
         self._unready_over_cpus()
 
     def _mark_ready(self, ids: list[str]) -> None:
@@ -275,59 +307,36 @@ class Planner:
             self.queue.insert(0, rec.trial_id)
             self._queue_unsorted = True
 
-    def _resize(self, rec: TrialRecord, width: float) -> None:
-        """A running trial's planned width changes: a pending resize unless it is the width
-        it runs at."""
-        self._store.update(rec, width=width)
-        if width != rec.actual:
-            self._pending[rec.trial_id] = width
-        else:
-            self._pending.pop(rec.trial_id, None)
-
-    def _resize_group(self, gid: int, search_done: bool) -> None:
-        """Failed gangs back to one GPU, then DynamicFluid where it pays (``fluid.core``)."""
+    def _probe(self, waiting: list[TrialRecord]) -> set[str]:
+        """Packing probes among ``waiting`` trials (``PackingProbes``): those started are
+        READY at a half GPU; returns their ids."""
         assert self.pool is not None
-        live = self.specs.live_of(gid)
-        if not live:
-            return
-        views = self.specs.live_trials(live)
-        eps = self._estimator.eps
-        undone, self.pool = undo_slow_gangs(views, self.pool, eps, self._tunables)
-        for z in undone:
-            self._log_plan("dynamic", gid, {z.trial_id: 1.0})
-            self._resize(self._store[z.trial_id], 1.0)
-        if undone:
-            views = self.specs.live_trials(live)
-        self._load[gid] = group_load(views, self.pool)  # what a first result is measured by
-        plan = resize_group(views, self.pool, self._config, self._tunables, eps,
-                            search_done)
-        if plan is None:
-            return
-        if not self.cpus.hold([(self._store[z.trial_id], z.new_width) for z in plan.resized]):
-            return  # the gang workers would need CPUs the cluster does not have
-        self.pool = plan.pool
-        for z in plan.resized:
-            self._resize(self._store[z.trial_id], z.new_width)
-        self._log_plan("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
+        if not waiting:
+            return set()
+        started, self.pool = self.packing.probe(waiting, self.pool)
+        for rec in started:
+            if rec.trial_id in self.queue:
+                self.queue.remove(rec.trial_id)
+            self._store.move(rec, Phase.QUEUED, width=0.5)
+            self._log_plan("probe", rec.group, {rec.trial_id: 0.5})
+        self._mark_ready([r.trial_id for r in started])
+        return {r.trial_id for r in started}
 
-    def _probe_gangs(self) -> None:
-        """Idle GPUs that nobody waits for go to running trials as gang probes (``fluid.core``)."""
-        assert self.pool is not None
-        est = self._estimator
-        if not may_probe(self.pool, self._config, self._tunables, est.measured_beta):
+    def _follow_fresh_c(self) -> None:
+        """When what a fresh trial's packing is assumed to cost changes its ``c_i`` (probes
+        measured it), every spec is built again and the waiting trials are sized again."""
+        c = self.specs.fresh_c()
+        if c == self._fresh_c:
             return
-        running = [r for r in self._store.in_phase(_RUNNING) if r.width is not None]
-        views = self.specs.live_trials(running)
-        free = self.cpus.free()
-        width = float(self._tunables.probe_d)
-        extra = None if free is None else {
-            t.id: self.cpus.extra(self._store[t.id], width) for t in views if is_probe_candidate(t)}
-        probes, self.pool = probe_gangs(views, self.pool, self._config, self._tunables, est.eps,
-                                        est.measured_beta, free, extra)
-        for z in probes:
-            rec = self._store[z.trial_id]
-            self._resize(rec, z.new_width)
-            self._log_plan("probe", rec.group, {z.trial_id: z.new_width})
+        changed, self._fresh_c = self._fresh_c is not None, c
+        if not changed or self.pool is None:
+            return
+        self.specs.set_gpus(self.gpus)
+        queued = [self._store[i] for i in self.queue]
+        if queued:
+            widths = water_fill([self.specs.spec(r) for r in queued], self.pool.n, self._config)
+            for rec in queued:
+                self._store.update(rec, width=widths[rec.trial_id])
 
     def sync_cluster(self, resources: ResourceView | None) -> None:
         """A resource change (node joined or left) re-plans with the GPUs there are now.

@@ -128,6 +128,7 @@ class TrialRecord:
     own_beta: tuple[float, int] | None = None  # (its own beta_i, samples it rests on)
     priority: int = 0  # what the algorithm waits on: > 0 never packed (a promoted trial)
     budget_resizes: int = 0  # resizes since its budget (rung) last changed
+    probe: bool = False  # packed to measure packing (``_packing``) until its alpha_i is
     extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
     ray_train: bool = False  # runs a Ray Train trainer: width = its workers (``_bridge.ray_train``)
     w_max: float | None = None  # most width it allows (None: no bound of its own)
@@ -154,6 +155,8 @@ class TrialStore:
         # record is added or a budget written: every spec asks for it.
         self._max_until: int | None = None
         self._max_until_stale = False
+        # Whether some trial's budget ends before its stop: the algorithm decides at rungs.
+        self.has_rungs = False
 
     # -- reading -----------------------------------------------------------------------
     def get(self, trial_id: str) -> TrialRecord | None:
@@ -240,14 +243,17 @@ class TrialStore:
             object.__setattr__(rec, "phase", phase)
         self.update(rec, **values)
 
-    def add_sample(self, rec: TrialRecord, seconds: float, width: float, kept: int) -> bool:
+    def add_sample(self, rec: TrialRecord, seconds: float, width: float, kept: int,
+                   raw: bool = True) -> bool:
         """Keep one iteration's ``seconds`` at ``width`` (the ``kept`` most recent, and as
-        many per width); returns whether the trial never ran at that width before."""
+        many per width unless not ``raw``: a sample whose width changed during it); returns
+        whether the trial never ran at that width before."""
         rec.samples.append((seconds, width))
         if len(rec.samples) > kept:
             rec.samples.popleft()
-        new = width not in rec.raw
-        rec.raw.setdefault(width, deque(maxlen=kept)).append(seconds)
+        new = raw and width not in rec.raw
+        if raw:
+            rec.raw.setdefault(width, deque(maxlen=kept)).append(seconds)
         self._changed.add(rec.trial_id)
         return new
 
@@ -278,6 +284,11 @@ class TrialStore:
             if t.trial_id not in target.until:
                 target.trials.append(t)
             target.until[t.trial_id] = group.until[t.trial_id]
+            stop = stop_of(t)
+            until = group.until[t.trial_id]
+            if not self.has_rungs and until is not None and stop is not None and until < stop:
+                self.has_rungs = True  # every spec's leaders change: built again
+                self._changed.update(self.records)
             prio = group.priority.get(t.trial_id, 0)
             target.priority[t.trial_id] = prio
             rec = self.records.get(t.trial_id)
@@ -302,6 +313,12 @@ class TrialStore:
         self.add_group(TrialGroup([trial], {trial.trial_id: stop_until or 0}, "rolling"))
         gid = max(g for g in self.groups if self.groups[g].name == "rolling")
         return gid, stop_until
+
+
+def stop_of(trial: Any) -> int | None:
+    """The iteration a trial stops at (its ``training_iteration`` stop criterion), if any."""
+    value = (getattr(trial, "stopping_criterion", None) or {}).get("training_iteration")
+    return int(value) if value is not None else None
 
 
 #: Records in the order they were added.

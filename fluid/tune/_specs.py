@@ -10,9 +10,17 @@ the live trials with a width are indexed by group from the same changes.
 
 from __future__ import annotations
 
-from fluid.core import LiveTrial, PolicyConfig, TrialFacts, TrialSpec, Tunables, trial_limits
+from fluid.core import (
+    LiveTrial,
+    PolicyConfig,
+    TrialFacts,
+    TrialSpec,
+    Tunables,
+    is_leader,
+    trial_limits,
+)
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._records import LIVE, SEQ, Phase, TrialRecord, TrialStore
+from fluid.tune._records import LIVE, SEQ, Phase, TrialRecord, TrialStore, stop_of
 
 
 class SpecCache:
@@ -31,6 +39,7 @@ class SpecCache:
                  tunables: Tunables, exact_limits: bool = True) -> None:
         self._store, self._estimator = store, estimator
         self._config, self._tunables, self._exact = config, tunables, exact_limits
+        self.config, self.tunables, self.exact = config, tunables, exact_limits
         self.gpus = 0.0  # ``d_i`` depends on the cluster's GPUs
         # trial id -> (spec inputs, TrialSpec, LiveTrial or None): rebuilding them for every
         # live trial at each re-plan dominated its cost.
@@ -47,6 +56,9 @@ class SpecCache:
         self._live_group: dict[str, int] = {}  # trial id -> its group in ``_live``
         self._live_sorted: dict[int, list[TrialRecord]] = {}  # in order of addition
         self._reprioritized = False  # a priority changed since ``take_reprioritized``
+        # What every unmeasured trial's alpha_i and c_i rest on (``fresh_alpha``,
+        # ``packing_measured``): when probes change it, every spec is computed again.
+        self._shared: tuple[float, bool] | None = None
 
     def set_gpus(self, gpus: float) -> None:
         """The cluster has ``gpus`` GPUs now: every ``d_i`` is computed again."""
@@ -106,7 +118,24 @@ class SpecCache:
             beta_measured=rec.own_beta is not None, measured=bool(rec.samples),
             elastic=rec.elastic, priority=rec.priority, min_share=rec.min_share,
             w_min=rec.w_min, keeps_shape=self.keeps_shape(rec), asked=rec.asked,
-            own_request=rec.request is not None, ray_train=rec.ray_train, w_max=rec.w_max)
+            own_request=rec.request is not None, runs_to_end=self._runs_to_end(rec),
+            probe=rec.probe, packing_measured=self._estimator.packing_measured,
+            ray_train=rec.ray_train, w_max=rec.w_max)
+
+    def leads(self, rec: TrialRecord) -> bool:
+        """Whether the trial leads (``fluid.core.is_leader``)."""
+        return is_leader(rec.priority, self._runs_to_end(rec))
+
+    def fresh_c(self) -> int:
+        """``c_i`` a trial nothing is measured about would get now (a fresh one)."""
+        facts = TrialFacts(self._estimator.fresh_alpha, self._estimator.prior_beta)
+        return trial_limits(facts, self._config, self._tunables, self.gpus, self._exact)[0]
+
+    def _runs_to_end(self, rec: TrialRecord) -> bool:
+        """Its budget reaches its stop while the algorithm decides others at rungs."""
+        stop = stop_of(rec.trial)
+        return (self._store.has_rungs and stop is not None and rec.until is not None
+                and rec.until >= stop)
 
     def placing_spec(self, rec: TrialRecord) -> TrialSpec:
         """A spec to place a queued trial with: placing reads only its id, ``c_i`` and
@@ -172,8 +201,15 @@ class SpecCache:
         return len(self._live.get(gid, ()))
 
     def _sync(self) -> None:
-        """Forget the cached specs of the records changed since the last call and move them
-        in or out of the live-by-group index."""
+        """Forget the cached specs of the records changed since the last call (of every record
+        when the experiment's packing measurement changed) and move them in or out of the
+        live-by-group index."""
+        est = self._estimator
+        shared = (est.fresh_alpha, est.packing_measured)
+        if shared != self._shared:
+            self._shared = shared
+            self._fresh.clear()
+            self._settled.clear()
         if not self._store.changed:
             return
         changed, reprioritized = self._store.take_changed()

@@ -36,6 +36,8 @@ from typing import Any
 from fluid.core import O_TH, S_TH, fit_alpha, fit_beta, packing_limit, scaling_limit
 from fluid.tune._bridge.shapes import is_elastic_class, shape_for
 
+#: What a ``fluid.train`` trainable reports its peak GPU memory as (bytes).
+PEAK_MEMORY_KEY = "fluid_peak_gpu_memory"
 #: Where profiles are cached unless ``cache`` says otherwise.
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "fluid", "profiles.json")
 
@@ -45,10 +47,14 @@ class Profile:
     """Measured overheads of one trainable and config on one device model.
 
     Attributes:
-        alpha: packing overhead; ``c``: most trials worth packing on one GPU.
+        alpha: packing overhead of a pair, ``T^2 = T^1 alpha`` (one ``alpha`` fitted across
+            degrees would mix the pair with degrees where the GPU has saturated);
+            ``c``: most trials worth packing on one GPU, from each degree's own throughput.
         beta: scaling overhead; ``d``: most GPUs worth giving one trial (1 if not elastic).
         pack_times: ``{p: avg(T^p)}`` seconds per iteration with ``p`` trials on one GPU.
         gang_times: ``{w: T_w}`` seconds per iteration on a gang of ``w`` GPUs.
+        alphas: ``{p: alpha_p}`` for ``p >= 2`` trials on one GPU, ``T^p = T^1 alpha_p^(p-1)``.
+        memory: the largest peak GPU memory a run reported (GB; ``None``: none reported).
         device: the device model the numbers were measured on (``cpu: ...`` without GPUs).
         key: the cache key.
     """
@@ -59,6 +65,8 @@ class Profile:
     d: int
     pack_times: dict[int, float] = field(default_factory=dict)
     gang_times: dict[int, float] = field(default_factory=dict)
+    alphas: dict[int, float] = field(default_factory=dict)
+    memory: float | None = None
     device: str = ""
     key: str = ""
 
@@ -75,8 +83,25 @@ class Profile:
             alpha=float(obj["alpha"]), c=int(obj["c"]), beta=float(obj["beta"]), d=int(obj["d"]),
             pack_times={int(k): float(v) for k, v in obj.get("pack_times", {}).items()},
             gang_times={int(k): float(v) for k, v in obj.get("gang_times", {}).items()},
+            alphas={int(k): float(v) for k, v in obj.get("alphas", {}).items()},
+            memory=None if obj.get("memory") is None else float(obj["memory"]),
             device=obj.get("device", ""), key=obj.get("key", ""),
         )
+
+    @classmethod
+    def measured(cls, pack_times: dict[int, float], gang_times: dict[int, float],
+                 o_th: float = O_TH, s_th: float = S_TH, elastic: bool = True,
+                 **kw: Any) -> Profile:
+        """The profile of these times: ``alpha`` of the pair, ``alpha_p`` of every degree,
+        ``c`` and ``d`` from each degree's and width's own throughput."""
+        return cls(
+            alpha=fit_alpha({p: pack_times[p] for p in (1, 2) if p in pack_times}),
+            c=packing_limit(pack_times, o_th), beta=fit_beta(gang_times),
+            d=scaling_limit(gang_times, s_th) if elastic else 1,
+            pack_times=pack_times, gang_times=gang_times,
+            alphas={p: (t / pack_times[1]) ** (1.0 / (p - 1)) for p, t in pack_times.items()
+                    if p > 1},
+            **kw)
 
 
 def device_model() -> str:
@@ -131,15 +156,18 @@ def _store(path: str, key: str, prof: Profile) -> None:
     os.replace(tmp, path)
 
 
-def _mean_iteration_time(analysis: Any) -> float:
-    """Mean ``time_this_iter_s`` over all trials, leaving out each trial's first iteration."""
-    times = []
+def _mean_iteration_time(analysis: Any) -> tuple[float, float | None]:
+    """Mean ``time_this_iter_s`` over all trials, leaving out each trial's first iteration,
+    and the largest ``fluid_peak_gpu_memory`` reported (GB; ``None``: none)."""
+    times, peaks = [], []
     for df in analysis.trial_dataframes.values():
         col = list(df["time_this_iter_s"])
         times += col[1:] if len(col) > 1 else col
+        if PEAK_MEMORY_KEY in df:
+            peaks += [float(v) / 2**30 for v in df[PEAK_MEMORY_KEY] if v == v and v]
     if not times:
         raise RuntimeError("the trainable reported no iteration while being profiled")
-    return statistics.mean(times)
+    return statistics.mean(times), max(peaks, default=None)
 
 
 def profile(
@@ -184,8 +212,12 @@ def profile(
     say = progress or (lambda _line: None)
     storage = tempfile.mkdtemp(prefix="fluid-profile-")
 
+    peaks: list[float] = []
+
     def timed(copies: int, pgf: Any) -> float:
-        return _run_copies(trainable, config, copies, pgf, iterations, storage)
+        seconds, peak = _run_copies(trainable, config, copies, pgf, iterations, storage)
+        peaks.extend([peak] if peak is not None else [])
+        return seconds
 
     pack_times: dict[int, float] = {}
     for p in range(1, max_pack + 1):
@@ -197,16 +229,8 @@ def profile(
         for w in range(2, max_workers + 1):
             say(f"profiling: a gang of {w} GPUs")
             gang_times[w] = timed(1, shape_for(float(w), cpus_per_trial, cpus_per_trial))
-    prof = Profile(
-        alpha=fit_alpha(pack_times),
-        c=packing_limit(pack_times, o_th),
-        beta=fit_beta(gang_times),
-        d=scaling_limit(gang_times, s_th) if elastic else 1,
-        pack_times=pack_times,
-        gang_times=gang_times,
-        device=device,
-        key=key,
-    )
+    prof = Profile.measured(pack_times, gang_times, o_th, s_th, elastic,
+                            memory=max(peaks, default=None), device=device, key=key)
     if cache:
         _store(cache, key, prof)
     return prof
@@ -230,8 +254,9 @@ def _check_setup(iterations: int, max_pack: int, max_workers: int) -> None:
 
 
 def _run_copies(trainable: Any, config: dict[str, Any], copies: int, pgf: Any,
-                iterations: int, storage: str) -> float:
-    """Mean iteration time of ``copies`` copies of the trial run at once, each in ``pgf``."""
+                iterations: int, storage: str) -> tuple[float, float | None]:
+    """Mean iteration time of ``copies`` copies of the trial run at once, each in ``pgf``, and
+    the largest peak GPU memory they reported (GB)."""
     from ray import tune
 
     # tune.with_resources marks a function trainable itself; a mark left behind would be a GPU

@@ -66,6 +66,13 @@ def test_tunables_name_the_field_and_range() -> None:
     (TrialFacts(1.05, 2.0, priority=1), (1, 1, None)),  # promoted, its alpha not measured
     (TrialFacts(1.04, 2.0, priority=1, alpha_measured=True), (2, 1, None)),
     (TrialFacts(1.06, 2.0, priority=1, alpha_measured=True), (1, 1, None)),
+    # the experiment's packing measured (a profile, or probes) on hardware where it is free
+    (TrialFacts(1.04, 2.0, priority=1, packing_measured=True), (2, 1, None)),
+    (TrialFacts(1.3, 2.0, priority=1, packing_measured=True), (1, 1, None)),
+    (TrialFacts(1.04, 2.0, runs_to_end=True), (1, 1, None)),  # its budget is its stop: leads
+    (TrialFacts(1.04, 2.0, runs_to_end=True, packing_measured=True), (2, 1, None)),
+    (TrialFacts(2.0, 2.0, probe=True), (2, 1, None)),  # a packing probe shares its GPU
+    (TrialFacts(2.0, 2.0, probe=True, priority=1), (1, 1, None)),  # never a leader
     (TrialFacts(1.0, 2.0, min_share=0.5), (2, 1, None)),  # ran out of memory below 1/2
     (TrialFacts(1.0, 1.0, w_min=2.0), (2, 2, 2.0)),  # rigid, asked for 2 GPUs
     (TrialFacts(1.0, 1.0, elastic=True, keeps_shape=True, asked=2.0), (1, 2, 2.0)),

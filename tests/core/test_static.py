@@ -19,9 +19,9 @@ from fluid.core import (
     water_fill,
 )
 from fluid.core.groupsim import simulate_group
+from fluid.core.growth import hand_out, widen_shares
 from fluid.core.instance import figure5
 from fluid.core.model import is_packed
-from fluid.core.static import _hand_out, _widen_shares
 
 from .strategies import assert_pool_feasible, configs, trial_lists
 from .test_static_reference import reference_widths
@@ -92,13 +92,13 @@ def test_hand_out_only_when_it_pays_for_the_cost() -> None:
     for cost, grows in ((3.9, True), (4.0, False)):
         pool = GpuPool(2)
         pool.place("a", 1.0)
-        grown = _hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
+        grown = hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
         assert (grown == {"a": 2.0}) == grows  # h(2) + cost < h(1) = 8 iff cost < 4
     # Scaling overhead: a second GPU that slows the trial down is not given.
     slow = TrialSpec("s", 8.0, beta=2.5)
     pool = GpuPool(2)
     pool.place("s", 1.0)
-    assert _hand_out([(slow, 1.0, 0.0)], pool, PolicyConfig(d=4)) == {}
+    assert hand_out([(slow, 1.0, 0.0)], pool, PolicyConfig(d=4)) == {}
 
 
 def test_trials_that_do_not_fit_wait_and_later_ones_still_start() -> None:
@@ -228,10 +228,10 @@ def test_the_unused_share_of_a_gpu_goes_to_the_trial_that_pays_for_packing() -> 
     for tid in ("a", "b", "free"):
         pool.place(tid, 0.25, c=4)
     # b would end last (30 x 1.2^3 > 10 x 1.5^3): 1/2; nothing is left for a.
-    assert _widen_shares([a, b, TrialSpec("free", 5.0)], pool) == {"b": 0.5}
+    assert widen_shares([a, b, TrialSpec("free", 5.0)], pool) == {"b": 0.5}
     assert pool.placement() == {0: [("a", 0.25), ("b", 0.5), ("free", 0.25)]}
     pool.release("b")
-    assert _widen_shares([TrialSpec("free", 5.0)], pool) == {}  # alpha 1 gains nothing
+    assert widen_shares([TrialSpec("free", 5.0)], pool) == {}  # alpha 1 gains nothing
 
 
 def test_a_packed_trial_alone_takes_its_gpu_while_the_others_cannot_fit() -> None:
@@ -254,7 +254,7 @@ def test_one_restart_pays_for_several_gpus() -> None:
     for cost, grows in ((20.0, True), (15.0, True), (30.0, False)):
         pool = GpuPool(4)
         pool.place("long", 1.0)
-        grown = _hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
+        grown = hand_out([(spec, 1.0, cost)], pool, PolicyConfig(d=4))
         # 20 s: the least width that pays is 3 GPUs (40 - 14.0 = 26 s), then a fourth GPU
         # gains more at no further cost; 15 s: 2 GPUs pay, then 3 and 4 follow; 30 s: none.
         assert grown == ({"long": 4.0} if grows else {})
@@ -263,5 +263,5 @@ def test_one_restart_pays_for_several_gpus() -> None:
     # here, where a gang of 2 (40 / 2 x 1.3 = 26 s) does not pay for a cost of 15 s.
     pool = GpuPool(3)
     pool.place("share", 0.5, c=2)
-    grown = _hand_out([(TrialSpec("share", 40.0, beta=1.3), 0.5, 15.0)], pool, PolicyConfig(d=3))
+    grown = hand_out([(TrialSpec("share", 40.0, beta=1.3), 0.5, 15.0)], pool, PolicyConfig(d=3))
     assert grown == {"share": 3.0} and len(pool.where("share")) == 3

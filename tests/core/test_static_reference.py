@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from fluid.core import GpuPool, PolicyConfig, TrialSpec, start_in_order, static_fluid
+from fluid.core.growth import hand_out
 from fluid.core.model import is_packed
-from fluid.core.static import _hand_out
 
 TOL = 1e-9
 
@@ -315,6 +315,6 @@ def test_hand_out_with_resize_costs_matches_the_reference(seed: int) -> None:
     # Some costs near half a trial's runtime: one more GPU then rarely pays, several may.
     costs = {s.id: float(rng.choice([0.0, rng.uniform(0.0, 50.0),
                                      s.runtime * rng.uniform(0.3, 0.7)])) for s, _ in kept}
-    grown = _hand_out([(s, w, costs[s.id]) for s, w in kept], pool, config)
+    grown = hand_out([(s, w, costs[s.id]) for s, w in kept], pool, config)
     assert grown == reference_hand_out(kept, naive, config, costs)
     assert pool.placement() == naive.placement()

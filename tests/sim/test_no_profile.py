@@ -28,7 +28,7 @@ def _executor(workload, profile):
 
 def test_with_a_profile_fluid_gets_the_profiled_overheads(workload):
     ex = _executor(workload, profile=True)
-    alpha, beta = profiled_overheads(workload)
+    alpha, beta, _ = profiled_overheads(workload)
     assert (ex.alpha, ex.beta) == (alpha, beta) and alpha > 1 and beta > 1
     assert ex.policy.gpu_memory == 24.0
 

@@ -69,10 +69,10 @@ def test_memory_safe_packing(ray4, tmp_path):
     assert max(len(ex.shape_timeline(t.trial_id)) for t in analysis.trials) >= 2
 
 
-def test_the_long_trial_gets_gpus_and_nothing_is_packed_unmeasured(ray4, tmp_path):
+def test_the_long_trial_gets_gpus_and_only_probes_are_packed_unmeasured(ray4, tmp_path):
     # Six trials on 4 GPUs, one four times longer than the others; a profile says gangs scale
-    # (beta 1.0) but nothing is known of packing: no trial is ever packed, and once the short
-    # trials are done the long one runs on at least 2 GPUs.
+    # (beta 1.0) but nothing is known of packing: no trial is packed but the packing probes
+    # that measure it, and once the short trials are done the long one runs on at least 2 GPUs.
     ex = FluidExecutor(beta=1.0, cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.05)
     times = [0.15] * 5 + [0.6]
     analysis = tune.run(
@@ -85,5 +85,9 @@ def test_the_long_trial_gets_gpus_and_nothing_is_packed_unmeasured(ray4, tmp_pat
     )
     frames = analysis.trial_dataframes
     widths = {t.config["t"]: list(frames[t.trial_id]["gpus"]) for t in analysis.trials}
-    assert all(w >= 1 for ws in widths.values() for w in ws), widths
-    assert max(widths[0.6]) >= 2, widths[0.6]
+    probes = [t for t in analysis.trials if ex.records[t.trial_id].probe]
+    assert all(w >= 1 for t in analysis.trials if t not in probes
+               for w in frames[t.trial_id]["gpus"]), widths
+    assert len(probes) <= 2 * ex.tunables.probe_pairs, probes
+    long = next(t for t in analysis.trials if t.config["t"] == 0.6)
+    assert max(widths[0.6]) >= 2, (widths[0.6], ex.shape_timeline(long.trial_id), ex.plan_log)

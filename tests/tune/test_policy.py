@@ -26,16 +26,20 @@ def _records(store, n, until=10, **kw):
     return file_records(store, n, until, elastic=True, **kw)
 
 
-def test_without_a_profile_equal_trials_use_every_gpu_one_each():
-    # FluidExecutor() defaults: 8 equal trials on 4 GPUs run 4 at a time, one GPU each (as plain
-    # Tune), never 8 packed on one GPU with three idle.
+def test_without_a_profile_equal_trials_use_every_gpu_and_probe_packing():
+    # FluidExecutor() defaults: 8 equal trials on 4 GPUs use every GPU, one trial each, never
+    # 8 packed on one GPU with three idle; ``probe_pairs`` of them start alone on a half GPU,
+    # hosts of a packing probe (measured alone first, beside a mate later).
     store, est, planner = _setup(gpus=4.0)
     assert (est.prior_alpha, est.prior_beta) == (T.prior_alpha, T.prior_beta)
     recs = _records(store, 8)
     planner.plan(lambda: recs, False)
-    assert all(r.width == 1.0 for r in recs)
-    used = {g for r in recs if r.phase is Phase.READY for g in planner.pool.where(r.trial_id)}
-    assert used == {0, 1, 2, 3} and len(planner.queue) == 4
+    ready = [r for r in recs if r.phase is Phase.READY]
+    assert sorted(r.width for r in ready) == [0.5] * T.probe_pairs + [1.0] * (4 - T.probe_pairs)
+    assert all(r.probe == (r.width == 0.5) for r in ready)
+    used = [g for r in ready for g in planner.pool.where(r.trial_id)]
+    assert sorted(used) == [0, 1, 2, 3] and len(planner.queue) == 4
+    assert all(r.width == 1.0 for r in recs if r.phase is Phase.QUEUED)
 
 
 def test_a_measured_cheap_packing_is_used_and_a_costly_one_is_not():
@@ -51,8 +55,10 @@ def test_a_measured_cheap_packing_is_used_and_a_costly_one_is_not():
         store.update(rec, raw={1.0: deque([10.0] * 5), 0.5: deque([packed] * 5)})
         est.refine_overheads(rec)
     assert costly.own_alpha == (pytest.approx(1.8), 5)
-    # Shrunk towards the prior 2.0, in log space, the prior worth one sample of the five.
-    assert est.alpha_of(cheap) == pytest.approx((1.05**5 * 2.0) ** (1 / 6))
+    # Two trials measured (``probe_pairs``): their median 1.425 is what an unmeasured trial
+    # gets, and each one's own is shrunk towards it in log space, worth one sample of the five.
+    assert est.packing_measured and est.fresh_alpha == pytest.approx(1.425)
+    assert est.alpha_of(cheap) == pytest.approx((1.05**5 * 1.425) ** (1 / 6))
     assert est.alpha_of(cheap) < 1.2 < est.alpha_of(costly)
     assert planner.specs.spec(cheap).c == 2 and planner.specs.spec(costly).c == 1
 
@@ -69,15 +75,18 @@ def test_one_gpu_time_of_a_trial_is_its_own_measured_time():
     assert est.iteration_time(rec) == 7.0  # still its own one-GPU time
 
 
-def test_a_promoted_trial_is_never_packed_without_its_own_measurement():
-    store, est, planner = _setup(gpus=1.0, alpha=1.01)  # a profile says packing is nearly free
+@pytest.mark.parametrize(("alpha", "promoted_c"), [(1.01, 2), (1.1, 1)])
+def test_a_promoted_trial_is_packed_only_where_packing_is_measured_free(alpha, promoted_c):
+    store, est, planner = _setup(gpus=1.0, alpha=alpha)  # a profile's alpha: a measurement
     fresh, promoted = _records(store, 2)
     store.add_group(TrialGroup.of([fresh.trial], 10, "g"))
     store.add_group(TrialGroup.of([promoted.trial], 10, "g", priority=1))
     assert (fresh.priority, promoted.priority) == (0, 1)
-    assert planner.specs.spec(fresh).c == 2 and planner.specs.spec(promoted).c == 1
+    # below priority_alpha (1.05) packing costs the trial the algorithm waits on nothing
+    assert planner.specs.spec(fresh).c == 2 and planner.specs.spec(promoted).c == promoted_c
     planner.plan(lambda: [fresh, promoted], False)
-    assert promoted.width == 1.0 and promoted.phase is Phase.READY
+    # either way, placed first (its priority), water-filling gives it the GPU there is
+    assert promoted.phase is Phase.READY and promoted.width == 1.0
 
 
 def test_the_queue_starts_higher_priorities_first():

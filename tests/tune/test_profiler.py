@@ -37,3 +37,14 @@ def test_profile_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="iterations must be an integer >= 2"):
         profile(slowed, {}, iterations=1)
     assert main(["profile", "no_colon_here"]) == 2
+
+
+def test_alpha_is_the_pairs_and_each_degree_has_its_own():
+    # Two on a GPU at 1.02x each, three and four on a saturated GPU: one alpha fitted across
+    # the degrees would say packing a pair costs far more than it does.
+    pack = {1: 1.0, 2: 1.02, 3: 2.0, 4: 3.2}
+    prof = Profile.measured(pack, {1: 1.0, 2: 0.6}, memory=3.5, device="test")
+    assert prof.alpha == pytest.approx(1.02)
+    assert prof.alphas == pytest.approx({2: 1.02, 3: 2.0 ** 0.5, 4: 3.2 ** (1 / 3)})
+    assert prof.c == 2 and prof.memory == 3.5  # a third trial adds no throughput
+    assert Profile.from_json(json.loads(json.dumps(prof.to_json()))) == prof

@@ -1,7 +1,8 @@
 """Resource requests under FluidExecutor (4 CPUs, 4 logical GPUs), and what Fluid prints.
 
-A trial that asks for GPUs gets at least that many unless the user lets Fluid resize it; a
-trial that asks for none (Tune's default) is sized freely; the plan never runs more trials than
+A trial that asks for more than one GPU gets at least that many unless the user lets Fluid
+resize it; one that asks for exactly one GPU is sized by Fluid unless ``resize_requests=False``;
+a trial that asks for none (Tune's default) is sized freely; the plan never runs more trials than
 the CPUs allow; plan changes are printed one line each, at Tune's verbosity.
 """
 
@@ -81,8 +82,8 @@ def test_two_gpu_request_gets_two_gpus(ray4x4, tmp_path):
     assert _most_placed_at_once(ex, analysis.trials) == 2
 
 
-def test_one_gpu_request_is_never_packed(ray4x4, tmp_path, caplog, capsys):
-    ex = FluidExecutor(cpus_per_trial=0.1, eps=0.5, verbose=False)
+def test_one_gpu_request_is_kept_with_resize_requests_false(ray4x4, tmp_path, caplog, capsys):
+    ex = FluidExecutor(cpus_per_trial=0.1, eps=0.5, verbose=False, resize_requests=False)
     with caplog.at_level(logging.INFO, logger="fluid"):
         analysis = _run(_asking({"cpu": 0.1, "gpu": 1}), ex, tmp_path, n=8, verbose=1)
     assert _gpus_seen(analysis) == [1.0] * (8 * ITERS)
@@ -94,6 +95,25 @@ def test_one_gpu_request_is_never_packed(ray4x4, tmp_path, caplog, capsys):
     # The progress table Tune printed has Fluid's shape column.
     out = capsys.readouterr().out
     assert "fluid_shape" in out and "1 GPU" in out
+
+
+def test_a_one_gpu_request_is_packed_once_packing_is_measured_cheap(ray4x4, tmp_path, caplog):
+    # No Fluid option: the trials' packing is free (``modeled`` runs as fast on a share), which
+    # only probes can tell; once measured, later trials start two to a GPU.
+    ex = FluidExecutor(cpus_per_trial=0.1)
+    with caplog.at_level(logging.INFO, logger="fluid"):
+        analysis = tune.run(_asking({"cpu": 0.1, "gpu": 1}), trial_executor=ex,
+                            config={"t": 0.4, "iters": 6, "n": tune.grid_search(list(range(12)))},
+                            storage_path=str(tmp_path), verbose=1)
+    assert all(t.status == "TERMINATED" for t in analysis.trials)
+    assert ex.estimator.packing_measured and ex.estimator.alpha < 1.2
+    probed = {t for t, r in ex.records.items() if r.probe}
+    packed = [t.trial_id for t in analysis.trials if t.trial_id not in probed
+              and min(analysis.trial_dataframes[t.trial_id]["gpus"]) < 1]
+    assert packed, "no trial was packed after packing was measured cheap"
+    said = [r.getMessage() for r in caplog.records
+            if "trials that ask for one GPU are sized by Fluid" in r.getMessage()]
+    assert len(said) == 1 and "resize_requests=False" in said[0]  # one line per experiment
 
 
 def test_resize_requests_opt_in_resizes_and_warns(ray4x4, tmp_path, caplog):

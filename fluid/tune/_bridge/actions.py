@@ -90,9 +90,8 @@ def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
 
 
 def install_outstanding_limit(tc: Any, outstanding: Callable[[], int],
-                              bound: int | Callable[[], int]) -> None:
-    """Wrap a model-based searcher so it suggests nothing while ``bound`` trials are in flight
-    (a callable ``bound`` is asked each time: it may follow the cluster's GPUs).
+                              bound: Callable[[], int]) -> None:
+    """Wrap a model-based searcher so it suggests nothing while ``bound()`` trials are in flight.
 
     Grid and random search (``BasicVariantGenerator``, no ``searcher``) are left alone: they
     make whole groups at once.
@@ -127,20 +126,21 @@ class ShapeColumn(Callback):
 
 
 class OutstandingLimit:
-    """Wraps a searcher: no new suggestion while ``bound`` trials are held or running."""
+    """Wraps a searcher: no new suggestion while ``bound()`` trials are held or running (the
+    bound follows what the GPUs can run at once)."""
 
     def __init__(self, searcher: Any, outstanding: Callable[[], int],
-                 bound: int | Callable[[], int]) -> None:
+                 bound: Callable[[], int]) -> None:
         self._searcher, self._outstanding, self._bound = searcher, outstanding, bound
 
     @property
     def bound(self) -> int:
-        """Most trials held or running at once."""
-        return self._bound() if callable(self._bound) else self._bound
+        """Most trials in flight now."""
+        return self._bound()
 
     def suggest(self, trial_id: str) -> Any:
         """The wrapped searcher's suggestion, or ``None`` while ``bound`` trials are in flight."""
-        if self._outstanding() >= self.bound:
+        if self._outstanding() >= self._bound():
             return None
         return self._searcher.suggest(trial_id)
 

@@ -14,11 +14,12 @@ from ray.tune.experiment import Trial
 from fluid.core.extras import extras_of
 from fluid.core.ray_train import WorkerRange, train_bounds, worker_range
 from fluid.core.shapes import request_width
+from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.shapes import cpus_of, describe, is_elastic_class, width_of
 from fluid.tune._bridge.state import apply_saved
 from fluid.tune._options import FluidConfigError
-from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore
+from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore, stop_of
 
 logger = logging.getLogger("fluid")
 
@@ -73,24 +74,28 @@ def trainable_kind(trial: Trial) -> TrainableKind:
 
 
 def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bool | None,
-               resize_requests: bool = False, saved: dict[str, Any] | None = None,
+               resize_requests: bool | None = False, saved: dict[str, Any] | None = None,
                phase: Phase = Phase.HELD) -> TrialRecord:
     """The record of a trial Fluid sees for the first time, in its group (not filed yet).
 
     ``elastic``: ``True``/``False`` for every trainable, ``None`` asks ``kind``.
-    ``resize_requests``: a trial that asked for GPUs may get fewer (otherwise it gets at least
-    what it asked for). ``saved``: what a saved state holds of the trial (``state.apply_saved``).
-    A Ray Train trial's widths are its workers' (``kind.workers``, ``train_bounds``); every
-    trial keeps its request's extras (accelerator type, custom resources) in every shape.
+    ``resize_requests``: ``True``, a trial that asked for GPUs may get fewer; ``None``, one
+    that asked for exactly one GPU may (Tune's way of saying it needs a GPU), one that asked
+    for more gets at least that; ``False``, every request is a floor. ``saved``: what a saved
+    state holds of the trial (``state.apply_saved``). A Ray Train trial's widths are its
+    workers' (``kind.workers``, ``train_bounds``); every trial keeps its request's extras
+    (accelerator type, custom resources) in every shape.
     """
-    gid, until = store.group_of_new(trial, _stop_iteration(trial))
+    gid, until = store.group_of_new(trial, stop_of(trial))
     pgf = trial.placement_group_factory
     asked = width_of(pgf)
     elastic = kind.elastic if elastic is None else elastic
-    whole = asked > 0 and not resize_requests
+    whole = asked > 0 and not (resize_requests or (resize_requests is None
+                                                   and sized_by_default(asked)))
     w_min = request_width(asked) if whole else None
     request = pgf if whole and not elastic else None
-    bounds = None if kind.workers is None else train_bounds(kind.workers, resize_requests)
+    bounds = (None if kind.workers is None
+              else train_bounds(kind.workers, bool(resize_requests)))
     if bounds is not None:  # Train's workers take the GPUs, in a placement group of their own
         asked, w_min, elastic, request = bounds.w_min or 0.0, bounds.w_min, bounds.elastic, None
     rec = TrialRecord(trial, gid, until, phase=phase, cpus=cpus_of(pgf), elastic=elastic,
@@ -102,10 +107,11 @@ def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bo
     return rec
 
 
-def _stop_iteration(trial: Trial) -> int | None:
-    stop = trial.stopping_criterion or {}
-    value = stop.get("training_iteration")
-    return int(value) if value is not None else None
+def sized_by_default(asked: float) -> bool:
+    """Whether a request of ``asked`` GPUs is sized by Fluid unless ``resize_requests=False``:
+    exactly one GPU (``tune.with_resources(train, {"gpu": 1})``), how Tune scripts say a trial
+    needs a GPU since Tune gives none by default."""
+    return abs(asked - 1.0) < WIDTH_TOL
 
 
 def finished_record(store: TrialStore, trial: Trial, kind: TrainableKind,

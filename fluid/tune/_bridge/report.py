@@ -2,7 +2,8 @@
 
 A line says which trial starts on which shape (packed on a shared GPU, one GPU, a gang), which
 trial is resized, and which trial runs on other GPUs than it asked for (a warning, only with
-``resize_requests=True``). Lines are printed at Tune's verbosity: on unless the experiment runs
+``resize_requests=True``; one line per experiment when a one-GPU request is sized by
+default). Lines are printed at Tune's verbosity: on unless the experiment runs
 with ``verbose=0`` or the executor with ``verbose=False``. When neither the ``fluid``
 logger nor the root logger has a handler, a handler writing the bare message to stderr is
 installed, so the lines appear without any logging set-up; a user's own logging set-up is
@@ -55,8 +56,9 @@ class PlanReport:
             follows Tune's verbosity (silent with ``verbose=0``).
     """
 
-    def __init__(self, verbose: bool | None = None) -> None:
-        self.verbose = verbose
+    def __init__(self, verbose: bool | None = None, resize_requests: bool | None = None,
+                 ) -> None:
+        self.verbose, self.resize_requests = verbose, resize_requests
         self.on = verbose is not False
         self._warned: set[str] = set()  # trials told that Fluid resized their request
 
@@ -94,10 +96,19 @@ class PlanReport:
                   describe(rec.width))
 
     def request_resized(self, rec: TrialRecord) -> None:
-        """With ``resize_requests=True``: a trial runs on other GPUs than it asked for (a
-        WARNING, once per trial, whatever Tune's verbosity; DEBUG with ``verbose=False``)."""
+        """A trial runs on other GPUs than it asked for. With ``resize_requests=True`` a
+        WARNING, once per trial, whatever Tune's verbosity (DEBUG with ``verbose=False``); by
+        default (a one-GPU request sized by Fluid) one line per experiment."""
         if (rec.trial_id in self._warned or rec.width is None
                 or abs(rec.width - rec.asked) < WIDTH_TOL):
+            return
+        if self.resize_requests is None:
+            if not self._warned:
+                self.line("Fluid: trials that ask for one GPU are sized by Fluid (packed where "
+                          "measured cheap and memory-safe; %s runs on %s); "
+                          "resize_requests=False keeps every request", rec.trial,
+                          describe(rec.width))
+            self._warned.add(rec.trial_id)
             return
         self._warned.add(rec.trial_id)
         logger.log(logging.DEBUG if self.verbose is False else logging.WARNING,

@@ -1,0 +1,122 @@
+"""The resizes of running trials: ``fluid.core``'s decisions as pending widths per trial.
+
+A resize of a running trial is a pending decision (``pending_width``, as Ray's
+``ResourceChangingScheduler`` keeps ``_trials_to_reallocate``) that the executor carries out
+at the trial's next checkpointed result. The decisions, each on the planner's pool (taken and
+given back):
+
+* leaders on a share onto a whole GPU, before any waiting trial starts (``unpack``);
+* failed gangs back to one GPU, then DynamicFluid where it pays (``resize_group``);
+* gang probes on idle GPUs nobody waits for (``probe_gangs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fluid.core import (
+    GpuPool,
+    PolicyConfig,
+    Tunables,
+    group_load,
+    is_probe_candidate,
+    may_probe,
+    probe_gangs,
+    resize_group,
+    undo_slow_gangs,
+    unpack_leaders,
+)
+from fluid.tune._cpus import CpuAccount
+from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._records import Phase, TrialRecord, TrialStore
+from fluid.tune._specs import SpecCache
+
+_RUNNING = frozenset({Phase.RUNNING})
+
+#: ``log(kind, group id, {trial id: width})``: a plan change for the plan log.
+PlanLogger = Callable[[str, int, dict[str, float]], None]
+
+
+class Resizes:
+    """Pending resizes of running trials and the rules that make them.
+
+    Args:
+        store: the trials; specs: their specs; estimator: ``eps`` and measured ``beta``;
+        config, tunables: the policy; cpus: CPU accounting (a gang's workers need CPUs);
+        log: where each plan change is logged.
+    """
+
+    def __init__(self, store: TrialStore, specs: SpecCache, estimator: OverheadEstimator,
+                 config: PolicyConfig, tunables: Tunables, cpus: CpuAccount,
+                 log: PlanLogger) -> None:
+        self._store, self._specs, self._estimator = store, specs, estimator
+        self._config, self._tunables, self._cpus, self._log = config, tunables, cpus, log
+        self.pending: dict[str, float] = {}  # trial id -> the width it is to restart at
+
+    def set(self, rec: TrialRecord, width: float) -> None:
+        """A running trial's planned width changes: a pending resize unless it is the width
+        it runs at."""
+        self._store.update(rec, width=width)
+        if width != rec.actual:
+            self.pending[rec.trial_id] = width
+        else:
+            self.pending.pop(rec.trial_id, None)
+
+    def unpack(self, pool: GpuPool) -> GpuPool:
+        """Running leaders on a share onto a whole GPU (``fluid.core.unpack_leaders``)."""
+        running = [r for r in self._store.in_phase(_RUNNING)
+                   if r.width is not None and r.width < 1 and r.trial_id not in self.pending]
+        if not running:
+            return pool
+        moved, pool = unpack_leaders(self._specs.live_trials(running), pool,
+                                     self._estimator.eps)
+        for z in moved:
+            rec = self._store[z.trial_id]
+            self.set(rec, z.new_width)
+            self._log("dynamic", rec.group, {z.trial_id: z.new_width})
+        return pool
+
+    def resize_group(self, gid: int, pool: GpuPool, search_done: bool,
+                     ) -> tuple[GpuPool, float | None]:
+        """Failed gangs back to one GPU, then DynamicFluid where it pays (``fluid.core``); the
+        pool after them and the group's load per GPU (``None``: no live trial)."""
+        live = self._specs.live_of(gid)
+        if not live:
+            return pool, None
+        views = self._specs.live_trials(live)
+        eps = self._estimator.eps
+        undone, pool = undo_slow_gangs(views, pool, eps, self._tunables)
+        for z in undone:
+            self._log("dynamic", gid, {z.trial_id: 1.0})
+            self.set(self._store[z.trial_id], 1.0)
+        if undone:
+            views = self._specs.live_trials(live)
+        load = group_load(views, pool)  # what a first result is measured by
+        plan = resize_group(views, pool, self._config, self._tunables, eps, search_done)
+        if plan is None:
+            return pool, load
+        if not self._cpus.hold([(self._store[z.trial_id], z.new_width) for z in plan.resized]):
+            return pool, load  # the gang workers would need CPUs the cluster does not have
+        for z in plan.resized:
+            self.set(self._store[z.trial_id], z.new_width)
+        self._log("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
+        return plan.pool, load
+
+    def probe_gangs(self, pool: GpuPool) -> GpuPool:
+        """Idle GPUs that nobody waits for go to running trials as gang probes (``fluid.core``)."""
+        est, tun = self._estimator, self._tunables
+        if not may_probe(pool, self._config, tun, est.measured_beta):
+            return pool
+        running = [r for r in self._store.in_phase(_RUNNING) if r.width is not None]
+        views = self._specs.live_trials(running)
+        free = self._cpus.free()
+        width = float(tun.probe_d)
+        extra = None if free is None else {
+            t.id: self._cpus.extra(self._store[t.id], width) for t in views if is_probe_candidate(t)}
+        probes, pool = probe_gangs(views, pool, self._config, tun, est.eps, est.measured_beta,
+                                   free, extra)
+        for z in probes:
+            rec = self._store[z.trial_id]
+            self.set(rec, z.new_width)
+            self._log("probe", rec.group, {z.trial_id: z.new_width})
+        return pool
