@@ -9,6 +9,7 @@ the CPUs allow; plan changes are printed one line each, at Tune's verbosity.
 from __future__ import annotations
 
 import logging
+import time
 import types
 
 import pytest
@@ -114,6 +115,25 @@ def test_a_one_gpu_request_is_packed_once_packing_is_measured_cheap(ray4x4, tmp_
     said = [r.getMessage() for r in caplog.records
             if "trials that ask for one GPU are sized by Fluid" in r.getMessage()]
     assert len(said) == 1 and "resize_requests=False" in said[0]  # one line per experiment
+
+
+def test_a_one_gpu_script_under_fluid_ends_sooner_than_under_plain_tune(ray4x4, tmp_path):
+    """The typical script, ``with_resources(train, {"gpu": 1})``, no Fluid option: Fluid
+    measures packing on its first trials, packs the rest, and the run ends sooner than plain
+    Tune's (one trial per GPU) with the same trials and the same results."""
+    trainable = _asking({"cpu": 0.1, "gpu": 1})
+    config = {"t": 1.0, "iters": 5, "n": tune.grid_search(list(range(12)))}
+    walls, analyses = {}, {}
+    for name, executor in (("tune", None), ("fluid", FluidExecutor(cpus_per_trial=0.1))):
+        t0 = time.monotonic()
+        analyses[name] = tune.run(trainable, config=config, trial_executor=executor,
+                                  storage_path=str(tmp_path / name), verbose=0)
+        walls[name] = time.monotonic() - t0
+    for analysis in analyses.values():
+        assert all(t.status == "TERMINATED" for t in analysis.trials)
+        assert sorted(len(analysis.trial_dataframes[t.trial_id]) for t in analysis.trials) == [5] * 12
+    assert min(_gpus_seen(analyses["fluid"])) < 1, "Fluid never packed the one-GPU requests"
+    assert walls["fluid"] < walls["tune"], walls
 
 
 def test_resize_requests_opt_in_resizes_and_warns(ray4x4, tmp_path, caplog):
