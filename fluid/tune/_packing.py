@@ -65,9 +65,9 @@ class PackingProbes:
 
     def _may_share(self, rec: TrialRecord) -> bool:
         """Whether a waiting trial may be a probe: the algorithm does not wait on it, and no
-        request (a floor of GPUs, plain Tune's shape) or out-of-memory share forbids a half
-        GPU."""
-        return (not self._specs.leads(rec) and rec.w_min is None
+        request (a floor of GPUs, plain Tune's shape, a Ray Train trainer's workers of one GPU
+        each) or out-of-memory share forbids a half GPU."""
+        return (not self._specs.leads(rec) and rec.w_min is None and not rec.ray_train
                 and not self._specs.keeps_shape(rec)
                 and (rec.min_share is None or rec.min_share <= 0.5 + WIDTH_TOL))
 

@@ -112,3 +112,19 @@ def test_a_train_trial_starts_only_when_ray_holds_its_workers():
     store.update(starting, fresh_start=False)
     assert gate.fits(candidate, store, SimpleNamespace(available_gpus=lambda: 2.5))
     assert gate.fits(candidate, store, SimpleNamespace())  # a view that cannot say
+
+
+@pytest.mark.parametrize("ray_train", [False, True])
+def test_a_ray_train_trial_is_never_a_packing_probe(ray_train):
+    # No profile: packing is unmeasured, so the planner opens probes (two trials on a half
+    # GPU each) among the trials the algorithm does not wait on; never a Ray Train trial.
+    from tests.tune.planning import file_records, make_planner
+
+    store, _, planner = make_planner(4.0, alpha=None)
+    recs = file_records(store, 6, elastic=True, ray_train=ray_train)
+    planner.plan(lambda: recs, False)
+    widths = [r.width for r in recs]
+    if ray_train:
+        assert min(widths) >= 1.0 and not any(r.probe for r in recs), widths
+    else:
+        assert min(widths) == 0.5 and any(r.probe for r in recs), widths
