@@ -53,7 +53,9 @@ def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[st
     beside the mate), else two candidates
     together (each measured alone later, when the other has left or it has been promoted to a
     whole GPU). ``candidates`` are waiting trials the algorithm does not wait on, in start
-    order. Returns the trials to start, how many probes opened, and the pool after them.
+    order. A new probe opens only while more candidates wait than there are idle GPUs (else
+    none of them would ever be packed). Returns the trials to start, how many probes opened,
+    and the pool after them.
 
     Example (one host ready, one more probe wanted, three trials waiting on 2 GPUs):
         >>> pool = GpuPool(2)
@@ -73,7 +75,9 @@ def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[st
                 starts.append(Assignment(spec.id, 0.5, gpus))
                 break
     opened = 0
-    while opened < wanted and waiting and work.idle_count():
+    # A new probe only while more trials wait than idle GPUs hold whole: with a GPU for each,
+    # packing could never be used, and the probe would only slow its trials.
+    while opened < wanted and len(waiting) > work.idle_count() > 0:
         k = next((i for i, (_, long_enough) in enumerate(waiting) if long_enough), None)
         first = waiting.pop(k if k is not None else 0)[0]
         if (gpus := work.place(first.id, 0.5, 1, first.memory)) is None:

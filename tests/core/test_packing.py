@@ -51,6 +51,15 @@ def test_without_a_host_two_short_trials_share_a_gpu() -> None:
     assert opened == 1 and after.placement() == {0: [("a", 0.5), ("b", 0.5)]}
 
 
+@pytest.mark.parametrize(("gpus", "waiting", "opened"), [(4, 2, 0), (4, 4, 0), (4, 5, 1),
+                                                        (2, 3, 1)])
+def test_no_probe_opens_while_an_idle_gpu_waits_for_each_trial(gpus, waiting, opened) -> None:
+    # With a whole GPU for every waiting trial packing is never used: a probe only slows it.
+    specs = [(TrialSpec(f"t{i}", 5.0), True) for i in range(waiting)]
+    starts, n, _ = pair_probes(specs, [], GpuPool(gpus), wanted=1)
+    assert n == opened and len(starts) == opened
+
+
 def test_a_host_measured_alone_gets_a_mate_and_no_probe_opens_on_a_full_pool() -> None:
     pool = GpuPool(1)
     pool.place("h", 0.5, 1)
