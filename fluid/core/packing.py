@@ -3,11 +3,13 @@
 The rules of packing for the time to target (every constant a field of ``Tunables``):
 
 * **leaders** (``is_leader``): a trial the algorithm waits on (promoted past a rung) or one
-  whose budget runs to its end leads; it shares a GPU only where its own measured ``alpha_i``
+  whose budget runs to its end leads; it shares a GPU only where a measured ``alpha`` (its
+  own ``alpha_i``, else the experiment's: a profile, a given ``alpha``, the probes' median)
   says packing costs it next to nothing (``fluid.core.policy.trial_limits``), and one packed
   when it was promoted gets a whole GPU first (``fluid.core.policy.unpack_leaders``);
 * **probes** (``pair_probes``): without a profile nothing says packing is cheap, so a few pairs
-  of the trials the algorithm does not wait on are packed to measure it;
+  of the trials the algorithm does not wait on are packed to measure it, while more trials
+  wait than idle GPUs hold whole;
 * **admission** (``in_flight_bound``): a model-based searcher suggests a trial only when the
   GPUs can run it at the speed of a trial alone (packed trials counted by their throughput).
 """
