@@ -29,6 +29,7 @@ import pyarrow.fs
 import ray
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from ray.tune.callback import CallbackList
 
 #: The Ray releases Fluid runs on: every minor release from 2.50 to 2.60. pyproject.toml pins
 #: the same range (``tests/tune/test_ray_compat.py`` checks that they agree); the whole suite
@@ -129,14 +130,30 @@ def set_trial_status(controller: Any, trial: Any, status: str) -> None:
 
 
 def callback_list(controller: Any) -> list | None:
-    """The experiment's callbacks, a list Fluid may insert its own into (``None``: unknown).
+    """The experiment's callbacks, a list whose entries Fluid may wrap in place or append to
+    (``None``: unknown).
 
-    Why: a scheduler gets no callback hook; Fluid adds a callback (the ``fluid_shape`` column,
-    stopping MPS at the end) into ``TuneController._callbacks._callbacks`` at its first trial,
-    ahead of the loggers.
+    Why: Fluid keeps each iteration once for every logger (``_bridge.once``) by wrapping the
+    entries of ``TuneController._callbacks._callbacks``; Tune keeps no other handle on them.
     """
     callbacks = getattr(getattr(controller, "_callbacks", None), "_callbacks", None)
     return callbacks if isinstance(callbacks, list) else None
+
+
+def replace_callback_list(controller: Any, make: Callable[[list], CallbackList]) -> bool:
+    """Replace the experiment's ``CallbackList`` with ``make(its callbacks)``, a list over the
+    same callbacks (``False``: the controller has none).
+
+    Why: a scheduler gets no callback hook, and Tune saves its callbacks' states by their place
+    in ``TuneController._callbacks`` and restores them by place before the first trial: a
+    callback of Fluid's inserted into that list would hand each later one the state of the one
+    before. A ``CallbackList`` of Fluid's calls its own hooks around the same list instead.
+    """
+    callbacks = getattr(controller, "_callbacks", None)
+    if not isinstance(callbacks, CallbackList):
+        return False
+    controller._callbacks = make(callbacks._callbacks)
+    return True
 
 
 def tune_verbosity(controller: Any) -> int:
@@ -356,6 +373,7 @@ __all__ = [
     "experiment_dir",
     "forgive_failures",
     "refuse_buffered_results",
+    "replace_callback_list",
     "restart_iteration",
     "result_file_copies",
     "reuses_actors",

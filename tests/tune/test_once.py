@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from ray.tune import Callback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from ray.tune.progress_reporter import TrialProgressCallback
 
 from fluid.tune._bridge.history import RestartTrim
 from fluid.tune._bridge.once import Delivered, Once, install_once
@@ -106,18 +107,15 @@ def test_other_hooks_and_state_pass_through():
     assert inner.state == {"x": 1}
 
 
-def test_install_wraps_loggers_but_not_trimmed_files_or_fluids_own():
+def test_install_wraps_loggers_but_not_trimmed_files_or_displays():
     mine, json_log, csv_log = Recorder(), JsonLoggerCallback(), CSVLoggerCallback()
-
-    class Own(Callback):
-        pass
-
-    own = Own()
-    callbacks = [own, mine, json_log, csv_log]
+    display = TrialProgressCallback()
+    callbacks = [mine, display, json_log, csv_log]
     controller = SimpleNamespace(_callbacks=SimpleNamespace(_callbacks=callbacks))
-    assert install_once(controller, (Own,)) is not None
-    assert callbacks[0] is own  # each wrapper in its callback's place: Tune's states by index
-    assert isinstance(callbacks[1], Once) and callbacks[1].inner is mine
-    assert callbacks[2:4] == [json_log, csv_log]
+    assert install_once(controller) is not None
+    # each wrapper in its callback's place: Tune restores callback states by place
+    assert isinstance(callbacks[0], Once) and callbacks[0].inner is mine
+    assert callbacks[1:4] == [display, json_log, csv_log]
     assert isinstance(callbacks[4], RestartTrim)  # after the result-file loggers
     assert install_once(SimpleNamespace()) is None
+

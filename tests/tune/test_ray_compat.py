@@ -177,6 +177,15 @@ def test_callback_list_is_a_mutable_list():
     assert compat.callback_list(SimpleNamespace()) is None
 
 
+def test_the_callback_list_is_replaced_over_the_same_callbacks():
+    ours = Callback()
+    controller = SimpleNamespace(_callbacks=CallbackList([ours]))
+    assert compat.replace_callback_list(controller, CallbackList)
+    assert isinstance(controller._callbacks, CallbackList)
+    assert controller._callbacks._callbacks == [ours]
+    assert not compat.replace_callback_list(SimpleNamespace(), CallbackList)
+
+
 def test_storage_has_staging_path_and_syncer(tmp_path):
     staging = inspect.getattr_static(compat.StorageContext, "experiment_driver_staging_path")
     assert isinstance(staging, property)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ray.tune import PlacementGroupFactory
-from ray.tune.callback import Callback
+from ray.tune.callback import CallbackList
 from ray.tune.experiment import Trial
 
 from fluid.core import GpuPool
@@ -76,15 +77,13 @@ def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
     """Add each iteration's shape to its result, so progress tables and logs show it; keep
     each iteration once in the result files and for every other logger and callback
     (``once.install_once``); start the MPS daemons (``mps``), stopped when the experiment
-    ends."""
-    callbacks = compat.callback_list(controller)
-    if callbacks is not None:
-        # Before the loggers write the result.
-        callbacks.insert(0, ShapeColumn(store, mps, controller))
-    elif mps is not None:
+    ends. Every callback of the experiment keeps its place in Tune's list (its saved state is
+    restored by place)."""
+    column = partial(ShapeColumn, store=store, mps=mps, controller=controller)
+    if not compat.replace_callback_list(controller, column) and mps is not None:
         logger.warning("Fluid: cannot hook the experiment's end; stop the MPS daemons "
                        "yourself with mps.stop()")
-    install_once(controller, (ShapeColumn,))
+    install_once(controller)
     if mps is not None:
         mps.start()
 
@@ -103,24 +102,25 @@ def install_outstanding_limit(tc: Any, outstanding: Callable[[], int],
     search_alg.searcher = OutstandingLimit(searcher, outstanding, bound)
 
 
-class ShapeColumn(Callback):
-    """Writes ``fluid_shape`` (e.g. ``"0.5 GPU"``) and ``fluid_gpus`` into every result and
-    shows ``fluid_shape`` in Tune's progress table; stops the executor's MPS daemons when the
-    experiment ends."""
+class ShapeColumn(CallbackList):
+    """The experiment's callbacks, each result first given ``fluid_shape`` (e.g.
+    ``"0.5 GPU"``) and ``fluid_gpus``, and ``fluid_shape`` shown in Tune's progress table; stops
+    the executor's MPS daemons after the callbacks' own end of the experiment."""
 
-    def __init__(self, store: TrialStore, mps: Any, controller: Any = None) -> None:
+    def __init__(self, callbacks: list, store: TrialStore, mps: Any, controller: Any) -> None:
+        super().__init__(callbacks)
         self._store, self._mps, self._controller = store, mps, controller
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Trial, result: dict,
-                        **info: Any) -> None:
-        rec = self._store.get(trial.trial_id)
+    def on_trial_result(self, **info: Any) -> None:
+        rec = self._store.get(info["trial"].trial_id)
         if rec is not None and rec.actual is not None:
-            result["fluid_shape"] = describe(rec.actual)
-            result["fluid_gpus"] = rec.actual
-        if self._controller is not None:
-            compat.show_result_column(self._controller, "fluid_shape")
+            info["result"]["fluid_shape"] = describe(rec.actual)
+            info["result"]["fluid_gpus"] = rec.actual
+        super().on_trial_result(**info)
+        compat.show_result_column(self._controller, "fluid_shape")
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, **info: Any) -> None:
+        super().on_experiment_end(**info)
         if self._mps is not None:
             self._mps.stop()
 

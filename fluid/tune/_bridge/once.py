@@ -137,15 +137,15 @@ class Once(Callback):
         return f"Once({self.inner!r})"
 
 
-def install_once(controller: Any, own: tuple[type, ...] = ()) -> Delivered | None:
+def install_once(controller: Any) -> Delivered | None:
     """Each iteration once for every logger: ``RestartTrim`` after the result-file loggers,
-    and the other callbacks wrapped in ``Once``, each in its own place (``own``: Fluid's
-    callback types, left alone); ``None`` when the controller has no callback list."""
+    and the other callbacks wrapped in ``Once``, each in its own place; ``None`` when the
+    controller has no callback list."""
     if install_restart_trim(controller) is None:
         return None
     callbacks = compat.callback_list(controller)
     delivered = Delivered()
     for i, cb in enumerate(callbacks):
-        if not isinstance(cb, UNGATED + own + (Once,)):
+        if not isinstance(cb, UNGATED + (Once,)):
             callbacks[i] = Once(cb, delivered)
     return delivered
