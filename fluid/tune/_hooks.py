@@ -225,8 +225,11 @@ class TuneHooks:
         if self.estimator.observe(rec, dt, now, width, clean):
             self.planner.measured(rec, first)
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function
+        restarted = rec.phase is Phase.RESIZING
         store.move(rec, Phase.RUNNING, fresh_start=False,
                    checkpoints=rec.checkpoints or checkpointed)
+        if restarted:
+            self.planner.restarted(rec)
         with base_view(store, base=self.base):
             decision = self._ask_base(self.base.on_trial_result, tune_controller, trial, result)
         if (decision == TrialScheduler.CONTINUE and checkpointed

@@ -13,8 +13,9 @@ Each plan, in this order (what the algorithm waits on first):
   re-sizes the running trials where it pays and probes gangs on idle GPUs; a resize of a
   running trial is a pending decision (``pending_width``) that the executor carries out at the
   trial's next checkpointed result;
-* when a change re-plans its group: at once, or in rounds of small changes (``replan_due``,
-  ``first_result_due``);
+* when a change re-plans its group: at once (a GPU freed, a first result that may earn its
+  trial a GPU, a resized trial running again while a GPU is idle), or in rounds of small
+  changes (``replan_due``, ``first_result_due``);
 * when measurements change what a fresh trial's packing costs, the waiting trials are sized
   again;
 * a cluster that grew or shrank: the plan's GPUs follow it;
@@ -153,6 +154,13 @@ class Planner:
             self.replan(rec.group)
         else:
             self.replan_batched(rec.group)
+
+    def restarted(self, rec: TrialRecord) -> None:
+        """A resized trial runs again at its new width (its first result): while it restarted
+        no re-plan could resize it, so its group is re-planned now if a GPU is idle (one that
+        came free meanwhile would otherwise stay idle until the next event)."""
+        if self.pool is not None and self.pool.idle_count():
+            self.replan(rec.group)
 
     def departed(self, rec: TrialRecord) -> None:
         """A trial left its GPUs for good (``unplace`` first): its group is re-planned at

@@ -113,6 +113,24 @@ def test_a_resize_is_a_pending_decision_until_the_trial_restarts():
     assert (rec.resizes, rec.budget_resizes, planner.ready) == (1, 1, ["t0"])
 
 
+def test_gpus_freed_while_a_trial_restarts_are_planned_once_it_runs_again():
+    # A re-plan while a trial restarts cannot resize it; once its first result is in, the
+    # GPUs that came free meanwhile are planned, not left idle until some later event.
+    store, est, planner = _setup(gpus=4.0, beta=1.0, eps=0.01)
+    restarting, other = file_running(store, planner, [1.0, 2.0], until=100)
+    store.move(restarting, Phase.RESIZING)
+    planner.unplace(other)
+    store.move(other, Phase.DONE)
+    planner.departed(other)
+    planner.plan(lambda: [], True)
+    assert planner.pending_width("t0") is None and planner.pool.idle_count() == 3
+    store.move(restarting, Phase.RUNNING)
+    planner.restarted(restarting)
+    assert planner.due
+    planner.plan(lambda: [], True)
+    assert planner.pending_width("t0") >= 2.0
+
+
 def test_an_unmeasured_straggler_is_probed_then_undone_once_it_shows_gangs_lose():
     store, est, planner = _setup(gpus=4.0, eps=1.0)
     (rec,) = file_running(store, planner, [1.0], until=200)
