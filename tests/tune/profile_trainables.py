@@ -24,9 +24,10 @@ slowed.__mixins__ = (ElasticTrainable,)
 
 
 def busy(config: dict) -> None:
-    """Burns CPU for a fixed amount of work per iteration (packing shares 2 cores)."""
-    a = np.ones((160, 160))
+    """Burns CPU for a fixed amount of work per iteration (packing shares 2 cores): about
+    60 ms alone, long enough that a context switch or a busy Ray process is not the ratio."""
+    a = np.ones((256, 256))
     for i in range(1, 100):
-        for _ in range(30):
-            a = np.tanh(a @ a / 160)
+        for _ in range(60):
+            a = np.tanh(a @ a / 256)
         tune.report({"i": i})
