@@ -3,13 +3,14 @@
 Both degrade to a clear message on machines without a GPU.
 """
 
-from fluid.gpu.mps import MPSManager, client_env, thread_percentage
+from fluid.gpu.mps import MPSDaemon, MPSManager, client_env, thread_percentage
 from fluid.gpu.nvml import ClusterGPUSampler, GPURecord, GPUSampler, gpu_count, peak_gpu_memory
 
 __all__ = [
     "ClusterGPUSampler",
     "GPURecord",
     "GPUSampler",
+    "MPSDaemon",
     "MPSManager",
     "client_env",
     "gpu_count",

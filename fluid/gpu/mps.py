@@ -81,8 +81,22 @@ def base_dir(session_name: str, node_id: str, root: str = "/tmp/fluid-mps") -> s
     return os.path.join(root, session_name, node_id[:12])
 
 
-class _MPSDaemon:
-    """Lives on one node; owns that node's control daemon."""
+class MPSDaemon:
+    """One node's MPS control daemon: `MPSManager` runs one per GPU node as a Ray actor;
+    a single machine without Ray can use one directly (``experiments/colocate.py`` does).
+
+    Args:
+        node_id: the node's name in `status`.
+        directory: parent of the daemon's ``pipe`` and ``log`` directories.
+        binary: control binary name or path, looked up on PATH.
+        require_gpu: report the daemon unavailable when NVML finds no GPU.
+        thread_pct: give clients holding a share < 1 ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``.
+
+    Example:
+        >>> d = MPSDaemon("local", "/tmp/fluid-mps/doc", "no-such-mps-control", True, False)
+        >>> d.start()["reason"], d.client_env(0.5)
+        ('no-such-mps-control is not on PATH', {})
+    """
 
     def __init__(
         self, node_id: str, directory: str, binary: str, require_gpu: bool, thread_pct: bool
@@ -121,6 +135,7 @@ class _MPSDaemon:
         return None
 
     def start(self) -> dict[str, Any]:
+        """Run ``<binary> -d`` unless running or unavailable; return `status`."""
         with self._lock:
             if self.running:
                 return self.status()
@@ -149,6 +164,7 @@ class _MPSDaemon:
             return self.status()
 
     def stop(self) -> dict[str, Any]:
+        """Send ``quit`` to a running daemon; return `status`."""
         with self._lock:
             if self.running:
                 try:
@@ -168,6 +184,7 @@ class _MPSDaemon:
             return self.status()
 
     def client_env(self, share: float, pid: int | None = None) -> dict[str, str]:
+        """Environment a CUDA process holding ``share`` of a GPU needs ({} when not running)."""
         if not self.running:
             return {}
         env = {PIPE_ENV: self.pipe_dir, LOG_ENV: self.log_dir}
@@ -178,6 +195,7 @@ class _MPSDaemon:
         return env
 
     def status(self) -> dict[str, Any]:
+        """Available, running, why not (``reason``), directories and the grants made."""
         return {
             "node_id": self.node_id,
             "available": self.reason is None and self._path is not None,
@@ -237,7 +255,7 @@ class MPSManager:
             raise RuntimeError("MPSManager.start() needs ray.init() first")
         session = _session_name()
         nodes = self._nodes if self._nodes is not None else gpu_nodes()
-        remote = ray.remote(num_cpus=0, max_concurrency=4)(_MPSDaemon)
+        remote = ray.remote(num_cpus=0, max_concurrency=4)(MPSDaemon)
         for nid in nodes:
             if nid in self._actors:
                 continue
