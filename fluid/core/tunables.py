@@ -69,7 +69,7 @@ class Tunables:
             ratios between trials matter, so budgets decide the first plan).
         samples_kept: recent iteration times kept per trial and per width (iteration times
             drift: warm-up, data loading).
-        eps_samples_kept: recent resize (and start) costs kept for the median ``eps``.
+        eps_samples_kept: recent resize (and start) costs kept for the measured ``eps``.
         eligible_scan: most held trials the base scheduler is asked about per controller step
             (bounds the work with 10,000-trial groups).
         save_every_s: least seconds between two unforced writes of ``fluid_state.json``.

@@ -103,14 +103,19 @@ class OverheadEstimator:
 
     @property
     def eps(self) -> float:
-        """``eps``: the resize cost in seconds, as given or as measured (median of the recent
-        resizes, else of the recent starts, else ``Tunables.default_eps``)."""
+        """``eps``: the resize cost in seconds, as given or as measured: the median of the
+        recent resizes, else the least of the recent starts, else ``Tunables.default_eps``.
+
+        A start also pays for the trials starting beside it (their actors, imports and first
+        iterations compete for the node's CPUs: a wave of four took 7.1-7.4 s each on two
+        cores, three a little later 4.3-5.1 s); a resize restarts one trial, so the least
+        contended start is the closest to it, until a resize measures its own cost."""
         if self.fixed_eps is not None:
             return self.fixed_eps
         if self.eps_samples:
             return statistics.median(self.eps_samples)
         if self.start_samples:
-            return statistics.median(self.start_samples)
+            return min(self.start_samples)
         return self._tunables.default_eps
 
     def slowdown(self, width: float | None, rec: TrialRecord | None = None) -> float:

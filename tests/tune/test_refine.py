@@ -87,11 +87,25 @@ def test_until_a_resize_is_measured_eps_is_what_starts_cost():
     assert est.eps == pytest.approx(1.5)
     store.log_shape(b, 10.0, 1.0, (1,))
     est.observe(b, 2.0, now=14.5)
-    assert est.eps == pytest.approx(2.0)  # the median of 1.5 and 2.5 s
+    assert est.eps == pytest.approx(1.5)  # the least of 1.5 and 2.5 s
     # A measured resize replaces the starts: a restart also saves and restores.
     store.update(b, fresh_start=False, resize_at=20.0, raw={**b.raw, 1.0: deque([2.0])})
     est.observe(b, 2.0, now=28.0)
     assert est.eps == pytest.approx(6.0)
+
+
+def test_a_wave_of_starts_does_not_set_eps_above_a_lone_start():
+    # Measured with fluid bench e2e --quick on two cores: four trials starting together took
+    # 7.1-7.4 s each, three starting after them 4.3-5.1 s. A resize restarts one trial: its
+    # cost is closer to the least contended start than to the median of the wave.
+    store = TrialStore()
+    est = _estimator(store)
+    recs = [TrialRecord(_trial(str(i)), 0, 10, actual=1.0) for i in range(7)]
+    _file(store, est, *recs)
+    for rec, cost in zip(recs, [7.35, 7.13, 7.29, 7.19, 4.25, 4.55, 5.06], strict=True):
+        store.log_shape(rec, 0.0, 1.0, (0,))
+        est.observe(rec, 0.5, now=cost + 0.5)
+    assert est.eps == pytest.approx(4.25)
 
 
 def test_profile_sets_overheads():
