@@ -23,6 +23,7 @@ Example (on a GPU node; needs torch, not Ray)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -30,7 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fluid.gpu.mps import MPSDaemon
+from fluid.gpu.mps import CONTROL_BINARY, MPSDaemon
 from fluid.gpu.nvml import GPUSampler
 
 WORKLOADS = {
@@ -244,14 +245,23 @@ def _alone(workload: str, batch: int, settings: Settings) -> dict[str, Any]:
             "nvml_utilization": statistics.fmean(util) / 100 if util else None}
 
 
-def _mps_env(daemon: MPSDaemon | None, log: Callable[[str], None]) -> dict[str, str] | None:
-    if daemon is None:
-        return {}
-    status = daemon.start()
-    if not status["running"]:
-        log(f"colocate: no MPS ({status['reason']}); its points are skipped")
-        return None
-    return daemon.client_env(1.0)
+@contextlib.contextmanager
+def _sharing(mode: str) -> Iterator[tuple[dict[str, str] | None, str | None]]:
+    """While the block runs: the environment the jobs of ``mode`` need (an MPS daemon runs
+    for ``mps``), or ``None`` and why there is no such sharing here."""
+    if mode != "mps":
+        yield {}, None
+        return
+    with tempfile.TemporaryDirectory(prefix="mps-", dir="/tmp") as directory:
+        daemon = MPSDaemon("local", directory, CONTROL_BINARY, True, False)
+        status = daemon.start()
+        try:
+            if status["running"]:
+                yield daemon.client_env(1.0), None
+            else:
+                yield None, str(status["reason"])
+        finally:
+            daemon.stop()
 
 
 @dataclass(frozen=True)
@@ -264,12 +274,12 @@ class Plan:
 
 
 def _point(workload: str, batch: int, k: int, mode: str, ratio: float,
-           gpu: tuple[str, float], alone: dict[str, Any]) -> dict[str, Any]:
+           gpu: tuple[str, float], flops: float, alone: dict[str, Any]) -> dict[str, Any]:
     return {
         "source": f"experiments/colocate.py on {gpu[0]} (torch {torch.__version__}, "
                   f"{time.strftime('%Y-%m-%d')}): k processes, synthetic data, FP32",
         "gpu": gpu[0], "gpu_fp32_peak_tflops": gpu[1], "workload": WORKLOADS[workload],
-        "flops_per_sample": flops_per_sample(workload), "batch": batch, "k": k,
+        "flops_per_sample": flops, "batch": batch, "k": k,
         "mode_inferred": mode, "throughput_ratio": round(ratio, 4),
         "nvml_solo_utilization": alone["nvml_utilization"],
     }
@@ -284,14 +294,13 @@ def run(plan: Plan, settings: Settings, gpu: tuple[str, float],
     points: list[dict[str, Any]] = []
     measured: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
+    flops = {w: flops_per_sample(w) for w in plan.batches}
     for mode in plan.modes:
-        daemon = (MPSDaemon("local", tempfile.mkdtemp(prefix="mps-", dir="/tmp"),
-                            "nvidia-cuda-mps-control", True, False) if mode == "mps" else None)
-        env = _mps_env(daemon, log)
-        if env is None:
-            skipped.append({"mode": mode, "reason": str(daemon.status()["reason"])})
-            continue
-        try:
+        with _sharing(mode) as (env, why_not):
+            if env is None:
+                log(f"colocate: no MPS ({why_not}); its points are skipped")
+                skipped.append({"mode": mode, "reason": str(why_not)})
+                continue
             for w, b in plan.batches.items():
                 for k in plan.ks:
                     if k == 1 and mode == "time-slicing":
@@ -302,10 +311,7 @@ def run(plan: Plan, settings: Settings, gpu: tuple[str, float],
                                      "samples_per_s": rates, "ratio": ratio})
                     log(f"colocate: {w} batch {b} x{k} {mode}: ratio {ratio:.3f}")
                     if k >= 2:
-                        points.append(_point(w, b, k, mode, ratio, gpu, alone[w]))
-        finally:
-            if daemon is not None:
-                daemon.stop()
+                        points.append(_point(w, b, k, mode, ratio, gpu, flops[w], alone[w]))
     return {
         "description": "Aggregate throughput of k co-located training processes over one alone "
                        "(no MPS), measured by experiments/colocate.py. nvml_solo_utilization is "

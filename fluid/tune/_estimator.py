@@ -107,8 +107,7 @@ class OverheadEstimator:
         recent resizes, else the least of the recent starts, else ``Tunables.default_eps``.
 
         A start also pays for the trials starting beside it (their actors, imports and first
-        iterations compete for the node's CPUs: a wave of four took 7.1-7.4 s each on two
-        cores, three a little later 4.3-5.1 s); a resize restarts one trial, so the least
+        iterations compete for the node's CPUs); a resize restarts one trial, so the least
         contended start is the closest to it, until a resize measures its own cost."""
         if self.fixed_eps is not None:
             return self.fixed_eps
