@@ -129,6 +129,20 @@ def set_trial_status(controller: Any, trial: Any, status: str) -> None:
     controller._set_trial_status(trial, status)
 
 
+def drop_stale_decision(controller: Any, trial: Any) -> None:
+    """Forget the decision Tune cached for a save of ``trial`` that can no longer arrive.
+
+    Why: ``TuneController._schedule_trial_stop`` caches STOP in ``_cached_trial_decisions`` for
+    a trial that is saving, to run once the save is processed. PBT's exploit pauses a trial
+    whose own pause still saves (``pause_trial(should_checkpoint=False)``): the save is dropped
+    with the actor, the STOP is not, and the restarted trial ends at its first checkpoint, an
+    iteration after its exploit (ray issue 57906). A trial not saving has no save to wait for.
+    """
+    cached = getattr(controller, "_cached_trial_decisions", None)
+    if cached and not trial.is_saving:
+        cached.pop(trial.trial_id, None)
+
+
 def callback_list(controller: Any) -> list | None:
     """The experiment's callbacks, a list whose entries Fluid may wrap in place or append to
     (``None``: unknown).
@@ -202,18 +216,14 @@ def experiment_dir(controller: Any) -> str | None:
 def snapshot_experiment(controller: Any) -> None:
     """Save the experiment state now and wait until storage has it (may raise).
 
-    Why: Tune syncs its state only periodically and has no public call to force one;
-    ``checkpoint(force=True)`` writes it and ``_storage.syncer.wait()`` waits for the upload.
+    Why: Tune syncs its state only periodically, with no public call to force one.
     """
     controller.checkpoint(force=True)
     wait_for_storage_sync(controller)
 
 
 def wait_for_storage_sync(controller: Any) -> None:
-    """Wait until an upload of the experiment to storage under way (if any) has finished.
-
-    Why: the upload runs in Tune's private ``_storage.syncer`` thread; only it can be waited on.
-    """
+    """Wait for an upload of the experiment under way (Tune's private ``_storage.syncer``)."""
     controller._storage.syncer.wait()
 
 

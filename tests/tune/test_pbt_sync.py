@@ -15,6 +15,7 @@ import re
 
 import pytest
 from ray.tune import Callback
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid import FluidExecutor, tune
 from fluid.schedulers import PopulationBasedTraining
@@ -69,3 +70,38 @@ def test_fluid_runs_pbt_as_plain_tune(ray4, tmp_path, synch):
     print(f"synch={synch}: {perturbs} perturbations, {exploits} restores from a donor")
     assert perturbs > 0
     assert exploits == perturbs  # every exploit restarted its member from the donor, once
+
+
+class ExploitedWhileSaving(FIFOScheduler):
+    """Pauses each trial at its iteration ``AT`` twice, as synchronous PBT does when it exploits
+    a member whose own pause (PBT's PAUSE for its turn) is still saving: Tune drops that save
+    with the actor but keeps the STOP it cached for it (ray issue 57906)."""
+
+    AT = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exploited: set[str] = set()
+
+    def on_trial_result(self, tune_controller, trial, result):
+        if result["training_iteration"] == self.AT and trial.trial_id not in self.exploited:
+            self.exploited.add(trial.trial_id)
+            tune_controller.pause_trial(trial)  # its own pause: a save starts
+            tune_controller.pause_trial(trial, should_checkpoint=False)  # the exploit
+            return TrialScheduler.NOOP
+        return TrialScheduler.CONTINUE
+
+
+def test_a_member_exploited_while_its_pause_saves_runs_to_its_end(ray4, tmp_path):
+    """Plain Tune stops such a trial at the first checkpoint after its restart; under Fluid it
+    trains every iteration, and every callback sees each one once."""
+    results, base = Results(), ExploitedWhileSaving()
+    analysis = tune.run(
+        modeled, config={"q": 1.0, "t": 0.05, "iters": 5}, num_samples=2,
+        trial_executor=FluidExecutor(base, cpus_per_trial=0.1, eps=0.2), callbacks=[results],
+        storage_path=str(tmp_path), verbose=0,
+    )
+    assert len(base.exploited) == 2
+    assert {t.status for t in analysis.trials} == {"TERMINATED"}
+    for tid, rs in results.of.items():
+        assert [r["training_iteration"] for r in rs] == [1, 2, 3, 4, 5], tid

@@ -143,6 +143,20 @@ def test_set_trial_status_signature():
     assert seen == [("trial", "PAUSED")]
 
 
+def test_a_decision_cached_for_a_dropped_save_is_forgotten():
+    assert _init_assigns("_cached_trial_decisions")
+    # Tune caches STOP for a saving trial and cancels the save with the actor (issue 57906).
+    stop = inspect.getsource(TuneController._schedule_trial_stop)
+    assert "if trial.is_saving:" in stop and "self._cached_trial_decisions[" in stop
+    assert "clear_actor_task_futures" in stop
+    cached = {"a": TrialScheduler.STOP, "b": TrialScheduler.STOP}
+    controller = SimpleNamespace(_cached_trial_decisions=cached)
+    compat.drop_stale_decision(controller, SimpleNamespace(trial_id="a", is_saving=False))
+    compat.drop_stale_decision(controller, SimpleNamespace(trial_id="b", is_saving=True))
+    assert cached == {"b": TrialScheduler.STOP}  # a save still under way keeps its decision
+    compat.drop_stale_decision(SimpleNamespace(), SimpleNamespace(trial_id="a", is_saving=False))
+
+
 def test_failures_are_counted_where_fluid_forgives_them():
     assert _params(TuneController._process_trial_failure) == ["self", "trial", "exception"]
     source = inspect.getsource(TuneController._process_trial_failure)

@@ -43,8 +43,10 @@ def hold(tc: Any, trial: Trial, requeued: bool) -> None:
 def release(rec: TrialRecord, tc: Any, store: TrialStore, pool: GpuPool,
             clock: Callable[[], float], shape: PlacementGroupFactory, report: PlanReport) -> Trial:
     """Give a ready or resizing trial ``shape``, the placement group of its planned width, and
-    hand it to Tune (a resizing trial stays RESIZING until its first result)."""
+    hand it to Tune (a resizing trial stays RESIZING until its first result). A decision Tune
+    cached for a save the paused trial can no longer make is dropped first."""
     assert rec.width is not None
+    compat.drop_stale_decision(compat.controller_of(tc), rec.trial)
     if rec.trial.checkpoint is not None:
         _sync_experiment(tc)
     rec.trial.update_resources(shape)
