@@ -42,7 +42,8 @@ class TuneDecisions:
         self._controller, self._scheduler_alg, self._search_alg = controller, scheduler, search_alg
         self._trials, self._actors, self._stopper = trials, actors, stopper
         self._queued_decisions: dict[str, str] = {}
-        self._cached_decisions: dict[str, str] = {}
+        #: Decisions waiting for a save under way (``TuneController._cached_trial_decisions``).
+        self.cached_decisions: dict[str, str] = {}
 
     def process_trial_results(self, trial: Trial, results: list[dict]) -> None:
         """``TuneController._process_trial_results``."""
@@ -65,10 +66,10 @@ class TuneDecisions:
             self._search_alg.on_trial_result(trial.trial_id, flat_result)
         trial.update_last_result(result)
         if trial.is_saving:
-            if not self._cached_decisions.get(trial.trial_id) or decision in (
+            if not self.cached_decisions.get(trial.trial_id) or decision in (
                 TrialScheduler.PAUSE, TrialScheduler.STOP
             ):
-                self._cached_decisions[trial.trial_id] = decision
+                self.cached_decisions[trial.trial_id] = decision
             return None
         self._queue_decision(trial, decision)
         return decision
@@ -114,21 +115,21 @@ class TuneDecisions:
             training_result = future.resolve()
             trial.on_checkpoint(training_result)
         trial.temporary_state.saving_to = None
-        decision = self._cached_decisions.pop(trial.trial_id, None)
+        decision = self.cached_decisions.pop(trial.trial_id, None)
         if decision and future is not None:
             self._queue_decision(trial, decision)
         self.maybe_execute_queued_decision(trial, after_save=True)
 
     def pause_trial(self, trial: Trial, should_checkpoint: bool = True) -> None:
         """``TuneController.pause_trial``."""
-        self._cached_decisions.pop(trial.trial_id, None)
+        self.cached_decisions.pop(trial.trial_id, None)
         self._schedule_trial_pause(trial, should_checkpoint=should_checkpoint)
 
     def _schedule_trial_pause(self, trial: Trial, should_checkpoint: bool = True) -> None:
         if trial not in self._actors.by_trial:
             return
         if should_checkpoint:
-            self._cached_decisions[trial.trial_id] = TrialScheduler.PAUSE
+            self.cached_decisions[trial.trial_id] = TrialScheduler.PAUSE
             self.schedule_trial_save(trial)
         else:
             self._schedule_trial_stop(trial)
@@ -165,7 +166,7 @@ class TuneDecisions:
         if trial.status == Trial.ERROR:
             return
         if trial.is_saving:
-            self._cached_decisions[trial.trial_id] = TrialScheduler.STOP
+            self.cached_decisions[trial.trial_id] = TrialScheduler.STOP
         trial.temporary_state.saving_to = None
         trial.temporary_state.restoring_from = None
         self._trials.set_status(trial, Trial.ERROR if exception else Trial.TERMINATED)

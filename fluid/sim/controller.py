@@ -158,9 +158,11 @@ class SimController:
         self._best: float | None = None
         self._best_curve: list[tuple[float, float]] = []
         # What Tune's helpers read of a controller (``fluid.tune._ray_compat``, Tune's
-        # schedulers): no storage to sync, the cluster's resources.
+        # schedulers): no storage to sync, the cluster's resources, the decisions cached for
+        # saves under way.
         self._storage = SimpleNamespace(experiment_driver_staging_path=None, syncer=NoSyncer())
         self._resource_updater = self.cluster
+        self._cached_trial_decisions = self._decisions.cached_decisions
 
     # ------------------------------------------------------------------ what schedulers use
     @property
