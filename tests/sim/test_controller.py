@@ -6,7 +6,7 @@ import math
 import tempfile
 
 import pytest
-from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+from ray.tune.schedulers import FIFOScheduler
 
 from fluid.core import PolicyConfig, TrialSpec, simulate_group
 from fluid.sim import (
@@ -20,6 +20,7 @@ from fluid.sim import (
     run_experiment,
 )
 from fluid.sim.replay import RecordedTrial, TrialListSearch, replay_workload
+from tests.tune.base_schedulers import ExploitedWhileSaving
 
 FIG5 = [4.0, 4.0, 12.0, 30.0]
 DT = 0.05  # seconds per iteration: resizes happen at iteration boundaries
@@ -152,30 +153,13 @@ def test_fluid_one_gpu_keeps_every_trial_on_one_gpu(monkeypatch):
     assert result.resizes == 0
 
 
-class _ExploitedWhileSaving(FIFOScheduler):
-    """Pauses each trial at its second result twice, as synchronous PBT does when it exploits a
-    member whose own pause still saves (``tests/tune/test_pbt_sync.py``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.exploited: set[str] = set()
-
-    def on_trial_result(self, tune_controller, trial, result):
-        if result["training_iteration"] == 2 and trial.trial_id not in self.exploited:
-            self.exploited.add(trial.trial_id)
-            tune_controller.pause_trial(trial)
-            tune_controller.pause_trial(trial, should_checkpoint=False)
-            return TrialScheduler.NOOP
-        return TrialScheduler.CONTINUE
-
-
 @pytest.mark.parametrize(("executor", "left"), [("tune", {"STOP"}), ("fluid", set())])
 def test_a_stop_cached_for_a_dropped_save_outlives_the_restart_under_tune_only(executor, left):
     # The simulated controller caches the STOP as Tune's does; Fluid drops it at the restart.
     workload, budgets = _fixed_trials([1.0, 1.0])
     clock = SimClock()
     cluster = SimCluster(2, clock)
-    base = _ExploitedWhileSaving()
+    base = ExploitedWhileSaving()
     sched = build_executor(executor, base, workload, clock, cluster)
     sched.set_search_properties("m", "max")
     ctl = SimController(TrialListSearch(budgets, tempfile.mkdtemp()), sched, workload, 2,

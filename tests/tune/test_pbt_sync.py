@@ -15,10 +15,10 @@ import re
 
 import pytest
 from ray.tune import Callback
-from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid import FluidExecutor, tune
 from fluid.schedulers import PopulationBasedTraining
+from tests.tune.base_schedulers import ExploitedWhileSaving
 from tests.tune.trainables import modeled
 
 #: ITERS is not a multiple of INTERVAL: a member exploited at its last perturbation still
@@ -70,26 +70,6 @@ def test_fluid_runs_pbt_as_plain_tune(ray4, tmp_path, synch):
     print(f"synch={synch}: {perturbs} perturbations, {exploits} restores from a donor")
     assert perturbs > 0
     assert exploits == perturbs  # every exploit restarted its member from the donor, once
-
-
-class ExploitedWhileSaving(FIFOScheduler):
-    """Pauses each trial at its iteration ``AT`` twice, as synchronous PBT does when it exploits
-    a member whose own pause (PBT's PAUSE for its turn) is still saving: Tune drops that save
-    with the actor but keeps the STOP it cached for it (ray issue 57906)."""
-
-    AT = 2
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.exploited: set[str] = set()
-
-    def on_trial_result(self, tune_controller, trial, result):
-        if result["training_iteration"] == self.AT and trial.trial_id not in self.exploited:
-            self.exploited.add(trial.trial_id)
-            tune_controller.pause_trial(trial)  # its own pause: a save starts
-            tune_controller.pause_trial(trial, should_checkpoint=False)  # the exploit
-            return TrialScheduler.NOOP
-        return TrialScheduler.CONTINUE
 
 
 def test_a_member_exploited_while_its_pause_saves_runs_to_its_end(ray4, tmp_path):
