@@ -53,7 +53,8 @@ def _cap_lines(caplog) -> list[str]:
 
 
 def test_max_concurrent_trials_caps_fluid_and_fluid_says_so(ray4, tmp_path, caplog):
-    space = {"t": 0.1, "iters": ITERS, "n": tune.grid_search(list(range(5)))}
+    # 3 s a trial, so the two the cap lets run overlap even where an actor takes seconds to start.
+    space = {"t": 1.0, "iters": ITERS, "n": tune.grid_search(list(range(5)))}
     with caplog.at_level(logging.INFO, logger="fluid"):
         results, running = _fit(tmp_path, tune.TuneConfig(
             scheduler=_ex(), max_concurrent_trials=2), space)
