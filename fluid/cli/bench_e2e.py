@@ -117,26 +117,30 @@ def _run(job: str, executor: str, t1: list[float], iters: int, storage: str) -> 
         stop={"training_iteration": iters}, storage_path=storage, verbose=0,
     )
     makespan = time.monotonic() - t0
-    wall1 = wall0 + makespan
-    # Ray's costs, measured from the driver: a trial's life beyond its training time (actor
-    # start, reports, checkpoints), and the experiment's set-up before the first trial starts
-    # and tear-down after the last result.
-    starts = [t.run_metadata.start_time for t in analysis.trials if t.run_metadata.start_time]
-    ends = [t.run_metadata.last_result_time for t in analysis.trials
-            if t.run_metadata.last_result_time]
-    lives = [t.run_metadata.last_result_time - t.run_metadata.start_time
-             - t.last_result.get("time_total_s", 0.0) for t in analysis.trials
-             if t.run_metadata.start_time and t.run_metadata.last_result_time]
-    out: dict[str, Any] = {
-        "makespan": makespan, "trials": len(analysis.trials),
-        "trial_overhead_s": max(0.0, statistics.median(lives)) if lives else 0.0,
-        "setup_s": (min(starts) - wall0) if starts else 0.0,
-        "teardown_s": (wall1 - max(ends)) if ends else 0.0,
-    }
+    out: dict[str, Any] = {"makespan": makespan, "trials": len(analysis.trials),
+                           **ray_costs(analysis, wall0, makespan)}
     if fluid is not None:
         out.update(hook_seconds=fluid.hook_seconds, resizes=fluid.resizes,
                    restart_s=fluid.eps if fluid.estimator.eps_samples else None)
     return out
+
+
+def ray_costs(analysis: Any, wall0: float, makespan: float) -> dict[str, float]:
+    """Ray's costs in a finished ``tune.run`` (``analysis``) started at ``wall0`` (wall clock)
+    that took ``makespan`` seconds, measured from the driver: a trial's life beyond its
+    training time (actor start, reports, checkpoints; the median over trials), and the
+    experiment's set-up before the first trial starts and tear-down after the last result."""
+    trials = analysis.trials
+    starts = [t.run_metadata.start_time for t in trials if t.run_metadata.start_time]
+    ends = [t.run_metadata.last_result_time for t in trials if t.run_metadata.last_result_time]
+    lives = [t.run_metadata.last_result_time - t.run_metadata.start_time
+             - t.last_result.get("time_total_s", 0.0) for t in trials
+             if t.run_metadata.start_time and t.run_metadata.last_result_time]
+    return {
+        "trial_overhead_s": max(0.0, statistics.median(lives)) if lives else 0.0,
+        "setup_s": (min(starts) - wall0) if starts else 0.0,
+        "teardown_s": (wall0 + makespan - max(ends)) if ends else 0.0,
+    }
 
 
 def predict_modeled(job: str, t1: list[float], iters: int, gpus: int, start_s: float,
