@@ -11,7 +11,14 @@ OLDEST_RAY := 2.50.1
 OLD_VENV := .venv-ray-oldest
 OLD_STAMP := $(OLD_VENV)/.installed
 
-.PHONY: install demo test test-oldest-ray lint clean
+# The offline bundle (docs/gpu-clusters.md, "Offline install"): Fluid, Ray Tune and what they need
+# beyond a PyTorch GPU image, for CPython $(BUNDLE_PYTHON) on manylinux x86_64, in one .tar.xz.
+# BUNDLE_ASSUME names what the image holds besides torch (left out); empty for a full bundle.
+BUNDLE_PYTHON ?= 3.12
+BUNDLE_ASSUME ?= numpy scipy pandas pyarrow
+BUNDLE := dist/fluid-offline-py$(BUNDLE_PYTHON).tar.xz
+
+.PHONY: install demo test test-oldest-ray lint clean offline-bundle offline-bundle-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +35,7 @@ demo: $(STAMP)
 	$(BIN)/fluid demo
 
 test: $(STAMP)
-	$(BIN)/ruff check fluid tests examples experiments
+	$(BIN)/ruff check fluid tests examples experiments tools
 	$(BIN)/python -m pytest -q --durations=15 tests
 
 $(OLD_STAMP): pyproject.toml
@@ -42,7 +49,19 @@ test-oldest-ray: $(OLD_STAMP)
 	RAY_TRAIN_V2_ENABLED=1 $(OLD_VENV)/bin/python -m pytest -q tests/tune tests/train tests/schedulers
 
 lint: $(STAMP)
-	$(BIN)/ruff check fluid tests examples experiments
+	$(BIN)/ruff check fluid tests examples experiments tools
+
+offline-bundle: $(STAMP)
+	$(BIN)/python tools/offline_bundle.py --python $(BUNDLE_PYTHON) --assume '$(BUNDLE_ASSUME)' \
+		--out $(BUNDLE)
+
+# Installs the bundle, index off, into a fresh venv of python$(BUNDLE_PYTHON) holding only torch and
+# BUNDLE_ASSUME (as a GPU image would), then runs `fluid bench gpu --smoke` from it.
+offline-bundle-check: $(BUNDLE)
+	tools/check_offline_bundle.sh $(BUNDLE) python$(BUNDLE_PYTHON) '$(BUNDLE_ASSUME)' torch==2.13.0
+
+$(BUNDLE):
+	$(MAKE) offline-bundle
 
 clean:
 	rm -rf $(VENV) $(OLD_VENV) build *.egg-info
