@@ -175,10 +175,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{time.monotonic() - t0:5.0f} s] {line}", file=sys.stderr, flush=True)
 
     summary = _summary(gpu, args)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     points: list[dict[str, Any]] = []
     if "packing" in parts:
         summary["packing"] = packing(args.smoke, gpu, args.seconds, args.repeats, log)
         points = summary["packing"]["points"]
+        if out is not None:  # written at once: a run stopped during tuning keeps them
+            (out / "packing.json").write_text(json.dumps(summary["packing"], indent=1) + "\n")
     if "tuning" in parts:
         from fluid.cli.bench_gpu_tuning import GPU_JOB, SMOKE_JOB
 
@@ -186,11 +191,7 @@ def run(args: argparse.Namespace) -> int:
         summary["tuning"] = _tuning(args.smoke, packing_alpha(points, batch), log)
     summary["mps_processes_left"] = mps_processes_left()
     summary["wall_s"] = time.monotonic() - t0
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        if "packing" in summary:
-            (out / "packing.json").write_text(json.dumps(summary["packing"], indent=1) + "\n")
+    if out is not None:
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
         log(f"wrote {out}/summary.json")
     if args.json:
