@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--smoke", action="store_true", help="the pipeline on the CPU, tiny model")
     p.add_argument("--parts", default=",".join(PARTS),
                    help="which parts, comma-separated (packing,tuning)")
-    p.add_argument("--seconds", type=float, default=1.5, help="seconds per timed window (> 0)")
+    p.add_argument("--seconds", type=float, default=1.5, help="seconds per timed window and of warm-up (> 0; --smoke: 0.2)")
     p.add_argument("--repeats", type=int, default=3, help="timed windows per launch (3-20)")
     p.add_argument("--gpu-fp32-peak-tflops", type=float, default=None,
                    help="the GPU's datasheet FP32 peak (default: known for H100, H200, A100...)")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fluid.cli.bench_gpu import packing_alpha
+from fluid.cli.bench_gpu import _print_table, packing_alpha
 from fluid.cli.bench_gpu_tuning import LRS, SMOKE_JOB
 from fluid.gpu.workloads import WORKLOADS
 from fluid.sim.packing_refs import check_point
@@ -72,6 +72,18 @@ def test_smoke_tuning_runs_both_executors_to_the_same_answer(smoke: tuple[dict, 
     assert tuning["alpha"] == pytest.approx(2 / summary["packing"]["points"][0]["throughput_ratio"])
     assert tuning["simulated_speedup"] > 0
     assert summary["mps_processes_left"] == 0
+
+
+@pytest.mark.slow
+def test_the_table_shows_every_point_and_both_runs(smoke: tuple[dict, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    summary, _ = smoke
+    _print_table(summary)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"fluid bench gpu on {summary['gpu']}")
+    assert "x2 time-slicing ratio" in lines[1]
+    speedup = summary["tuning"]["speedup"]
+    assert f"speedup {speedup:.2f}x" in lines[2] and lines[3].endswith(": 0")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
