@@ -10,7 +10,8 @@ DynamicFluid may act (every constant is a field of ``Tunables``):
   a trial the algorithm waits on, priority > 0, or one whose budget runs to its own stop)
   runs alone unless its own ``alpha_i < priority_alpha``; a ``keep_shape`` trial (a PBT
   member) gets plain Tune's shape and nothing else; a Ray Train trial is never packed (its
-  workers take whole GPUs) and gets no more GPUs than its workers' range allows;
+  workers take whole GPUs) and gets no more GPUs than its workers' range allows; a share the
+  trial asked for (``w_min < 1``) is exactly what it gets;
 * **leaders unpacked** (``unpack_leaders``): a running leader on a share (it was promoted
   while packed) takes a whole GPU as soon as one is there, before any waiting trial starts;
 * **resizes** (``resize_group``): DynamicFluid's plan is applied only where each resize gains
@@ -138,13 +139,17 @@ def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gp
     if facts.w_max is not None:
         d = min(d, max(1, int(facts.w_max)))
     w_min = facts.w_min
+    if w_min is not None and is_packed(w_min):
+        # A share the user asked for is a packing decision made: exactly that share, as
+        # many to a GPU as it allows, whatever the measurements say.
+        c, d = int(round(1 / w_min)), 1
     if facts.keeps_shape:
-        # Plain Tune's shape: what it asked for, at least one GPU (several only as its own
-        # placement group or, elastic, a gang); the only width allowed, so Fluid never packs,
-        # gangs or resizes it.
-        whole = facts.elastic or facts.own_request
-        w_min = max(1.0, request_width(facts.asked)) if whole else 1.0
-        c, d = 1, int(w_min)
+        # Plain Tune's shape: what it asked for (a share, one GPU, or several only as its own
+        # placement group or, elastic, a gang); the only width allowed, so Fluid never packs
+        # it beyond its request, gangs or resizes it.
+        whole = (facts.elastic or facts.own_request) and facts.asked > 0
+        w_min = request_width(facts.asked) if whole else 1.0
+        c, d = (int(round(1 / w_min)), 1) if is_packed(w_min) else (1, int(w_min))
     return max(1, c), d, w_min
 
 

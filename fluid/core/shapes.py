@@ -14,8 +14,8 @@ Pure Python: no Ray, no torch.
 Example:
     >>> bundles_for(2, 1, 0.5)
     [{'CPU': 1.0}, {'CPU': 0.5, 'GPU': 1.0}, {'CPU': 0.5, 'GPU': 1.0}]
-    >>> width_of(bundles_for(0.25, 1, 1)), label(0.25), label(3.0)
-    (0.25, '0.25 GPU', 'gang of 3 GPU')
+    >>> width_of(bundles_for(0.25, 1, 1)), label(0.25), label(3.0), label(0.0)
+    (0.25, '0.25 GPU', 'gang of 3 GPU', 'no GPU')
 """
 
 from __future__ import annotations
@@ -65,9 +65,12 @@ def request_width(asked: float) -> float:
 
 
 def label(width: float | None) -> str:
-    """``'0.5 GPU'``, ``'1 GPU'``, ``'gang of 3 GPU'``; ``'-'`` when not running."""
+    """``'0.5 GPU'``, ``'1 GPU'``, ``'gang of 3 GPU'``, ``'no GPU'`` (a trial that asked for
+    none); ``'-'`` when not running."""
     if width is None:
         return "-"
+    if width <= WIDTH_TOL:
+        return "no GPU"
     if is_packed(width):
         return f"{width:.3g} GPU"
     w = gpus_of(width)
