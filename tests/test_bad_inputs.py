@@ -100,7 +100,7 @@ def _trial(gpus: float = 0.0) -> Trial:
 
 
 @pytest.mark.parametrize(("gpus", "reuse", "asks", "text"), [
-    (0, False, 0, "the Ray cluster has no GPUs; .* ray.init\\(num_gpus=N\\).*wait_for_nodes"),
+    (0, False, 1, "the Ray cluster has no GPUs; .* ray.init\\(num_gpus=N\\).*wait_for_nodes"),
     (2, True, 0, "reuse_actors=True cannot be used with FluidExecutor"),
     (2, False, 3, "asks for 3 GPUs but the cluster has 2"),
 ])
@@ -112,7 +112,7 @@ def test_cluster_states_at_the_first_trial(gpus, reuse, asks, text):
 
 
 @pytest.mark.parametrize(("gpus", "asks", "line"), [
-    (0, 0, "waiting for GPU nodes to join: the Ray cluster has no GPU yet"),
+    (0, 1, "waiting for GPU nodes to join: the Ray cluster has no GPU yet"),
     (2, 3, "needs 3 GPUs, the cluster has 2; it starts when enough join"),
 ])
 def test_a_cluster_too_small_for_now_waits_with_one_line(gpus, asks, line, caplog):
@@ -123,6 +123,14 @@ def test_a_cluster_too_small_for_now_waits_with_one_line(gpus, asks, line, caplo
     said = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
     assert len(said) == 1 and line in said[0], said
     assert ex.debug_string().startswith(f"Fluid: {gpus:g} GPUs, running none; queued")
+
+
+def test_a_trial_without_gpu_needs_no_gpu_in_the_cluster(caplog):
+    ex = FluidExecutor(resources=_Gpus(0), wait_for_nodes=False)
+    with caplog.at_level(logging.WARNING, logger="fluid"):
+        ex.on_trial_add(_controller(), _trial(0))  # a CPU trial: no error, no wait
+    assert not [r for r in caplog.records if "waiting for" in r.getMessage()]
+    assert ex.records[next(iter(ex.records))].no_gpu
 
 
 def test_wait_for_nodes_is_a_flag():

@@ -77,6 +77,10 @@ class Tunables:
             state grows with every trial: writes stay a small share of the driver's time).
         resources_refresh_s: seconds between two reads of the cluster's resources (a read asks
             Ray's control store; nodes join or leave far less often).
+        outside_settle_s: seconds GPUs must stay held by others than the experiment's trials
+            (another job, an unmarked Ray Train trainer's workers) before the plan leaves them
+            out: a trial starting or stopping holds GPUs for a moment that Fluid's records do
+            not show, and the cluster's use is read only every ``resources_refresh_s``.
     """
 
     o_th: float = 0.4
@@ -101,6 +105,7 @@ class Tunables:
     save_every_s: float = 2.0
     save_share: float = 1000.0
     resources_refresh_s: float = 5.0
+    outside_settle_s: float = 15.0
 
     def __post_init__(self) -> None:
         check_number("o_th", self.o_th, 0, 1, high_open=True)
@@ -124,3 +129,4 @@ class Tunables:
         check_number("save_every_s", self.save_every_s, 0, unit="seconds")
         check_number("save_share", self.save_share, 0)
         check_number("resources_refresh_s", self.resources_refresh_s, 0, unit="seconds")
+        check_number("outside_settle_s", self.outside_settle_s, 0, unit="seconds")

@@ -105,13 +105,17 @@ class FluidExecutor(TrialScheduler):
         resize_requests: ``None`` (default): a trial that asks for exactly one GPU
             (``tune.with_resources(train, {"gpu": 1})``, ``resources_per_trial={"gpu": 1}``:
             Tune's way of saying it needs a GPU) is sized by Fluid, packed only where packing
-            is measured cheap and memory-safe (one line per experiment says so); one that asks
-            for more (``{"gpu": 2}``, a ``PlacementGroupFactory``) gets at least that.
-            ``True``: every request is sized like any other trial, with a warning per trial
-            whose shape differs. ``False``: every request is kept (at least what it asked
-            for). A trial that asks for no GPU (Tune's default) is always sized by Fluid.
-        wait_for_nodes: a cluster without GPUs, or a trial needing more GPUs or CPUs than it
-            has, waits for nodes to join, saying what for (``False``: ``FluidConfigError``).
+            is measured cheap and memory-safe (one line per experiment says so); a share
+            (``{"gpu": 0.5}``) gets exactly that share; one that asks for more (``{"gpu": 2}``,
+            a ``PlacementGroupFactory``) gets at least that. ``True``: every GPU request is
+            sized like any other trial, with a warning per trial whose shape differs.
+            ``False``: every request is kept (a share exactly, else at least what it asked
+            for). A trial that asks for no GPU (Tune's default) runs on its own request with
+            no GPU, as under plain Tune, unless its trainable is Fluid-aware
+            (``fluid.train.elastic``, ``fluid.train.modeled``, ``fluid.train.ray_train``).
+        wait_for_nodes: a trial needing GPUs on a cluster without any, or more GPUs or CPUs
+            than the cluster has, waits for nodes to join, saying what for (``False``:
+            ``FluidConfigError``).
         verbose: print one line per plan change (a trial starting packed, on one GPU or as a
             gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
             verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.

@@ -9,6 +9,7 @@ released with its placement group, a pending resize as a PAUSE. All planning hap
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -23,16 +24,22 @@ from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge import actions, admission
 from fluid.tune._bridge.base import base_view, eligible
 from fluid.tune._bridge.limits import announce_cap
-from fluid.tune._bridge.ray_train import TrainStartGate, check_ray_train
+from fluid.tune._bridge.ray_train import check_ray_train
 from fluid.tune._bridge.report import PlanReport
-from fluid.tune._bridge.resources import RayResourceView, ResourceView, cpus_of_view
+from fluid.tune._bridge.resources import (
+    OutsideGpus,
+    RayResourceView,
+    ResourceView,
+    StartGate,
+    cpus_of_view,
+)
 from fluid.tune._bridge.state import StateFile, state_of
 from fluid.tune._bridge.waiting import NodeWait
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup, TrialGroupMixin
 from fluid.tune._options import FluidConfigError, FluidOptions
 from fluid.tune._planner import Planner
-from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore
+from fluid.tune._records import LIVE, OUTSTANDING, Phase, TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")
 
@@ -74,7 +81,9 @@ class TuneHooks:
         self._state = StateFile(self._clock, self.tunables)
         self._kinds = admission.TrainableKinds()
         self._waits = NodeWait(refuse=not options.wait_for_nodes)
-        self._train_gate = TrainStartGate()
+        self._gate = StartGate()
+        self._outside = OutsideGpus(self._clock, self.tunables.resources_refresh_s,
+                                    self.tunables.outside_settle_s)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._checked = False
         self._restored: dict[str, Any] = {}  # saved measurements by trial id
@@ -97,7 +106,6 @@ class TuneHooks:
             self._resources = RayResourceView(self._clock, self.tunables.resources_refresh_s)
         gpus = self._resources.gpus()
         admission.check_setup(controller)
-        self._waits.check_cluster(gpus)
         self.planner.start(gpus, cpus_of_view(self._resources))
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)
@@ -149,7 +157,7 @@ class TuneHooks:
             rec = admission.new_record(self.store, trial, self._kinds.of(trial),
                                        self.options.elastic, self.options.resize_requests, saved)
             check_ray_train(rec, self.options.cpus_per_worker)
-            self._waits.check_trial(rec, self.planner.gpus, self.planner.cpus)
+            self._waits.check_trial(rec, self._resources.gpus(), self.planner.cpus)
             self._file(rec)
         else:
             self.planner.unplace(rec)
@@ -166,8 +174,10 @@ class TuneHooks:
 
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """Plan if anything changed; return the next planned trial with its new shape."""
-        self.planner.sync_cluster(self._resources)
-        self._waits.review(self.store, self.planner.gpus, self.planner.cpus)
+        if self._resources is not None:
+            self.planner.sync_cluster(self._resources,
+                                      self._outside.read(self._resources, self.store))
+            self._waits.review(self.store, self._resources.gpus(), self.planner.cpus)
         # A trial the base paused is PAUSED only once Tune saved it; then the base may want
         # to start others (HyperBandForBOHB halves a bracket when nothing runs).
         settled = [t for t in self._pausing if self.store[t].trial.status != Trial.RUNNING]
@@ -177,8 +187,10 @@ class TuneHooks:
         caught_up = barrier.released(self.store)
         if self.planner.due or caught_up:
             self._plan(tune_controller, caught_up)
+        available = getattr(self._resources, "available_gpus", None)
+        available = None if available is None else functools.cache(available)  # once a step
         rec = self.planner.next_ready(
-            lambda r: self._train_gate.fits(r, self.store, self._resources))
+            lambda r: self._gate.fits(r, self.store, available, self._outside.seen))
         if rec is None:
             self._stop_stranded(tune_controller)
             return None
@@ -217,13 +229,10 @@ class TuneHooks:
         """Measure; ask the base; PAUSE instead of CONTINUE when a resize is pending."""
         store, rec = self.store, self.store[trial.trial_id]
         now, until = self._clock(), rec.until  # the budget it ran to (the base may move it)
-        store.update(rec, iteration=int(result.get("training_iteration", rec.iteration + 1)))
-        first, dt = not rec.samples, result.get("time_this_iter_s")
-        width, clean = self.planner.packing.sample_width(rec, dt, now)
-        if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
-            self.planner.packing.residency.began(rec.trial_id, now - float(dt))
-        if self.estimator.observe(rec, dt, now, width, clean):
-            self.planner.measured(rec, first)
+        store.update(rec, iteration=int(result.get("training_iteration", rec.iteration + 1)),
+                     result_width=rec.actual)
+        if not rec.no_gpu:  # (a trial without GPU says nothing about GPU times)
+            self._measure(rec, result.get("time_this_iter_s"), now)
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function
         restarted = rec.phase is Phase.RESIZING
         store.move(rec, Phase.RUNNING, fresh_start=False,
@@ -256,6 +265,15 @@ class TuneHooks:
         self._state.save(self.snapshot)
         return decision
 
+    def _measure(self, rec: TrialRecord, dt: float | None, now: float) -> None:
+        """A result's iteration time: a sample of the trial's speed at its width."""
+        first = not rec.samples
+        width, clean = self.planner.packing.sample_width(rec, dt, now)
+        if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
+            self.planner.packing.residency.began(rec.trial_id, now - float(dt))
+        if self.estimator.observe(rec, dt, now, width, clean):
+            self.planner.measured(rec, first)
+
     def out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
         """Whether Tune should retry ``trial`` without counting ``error`` (``widen_after_oom``)."""
         widened = admission.widen_after_oom(self.store, self.store.get(trial.trial_id), error)
@@ -286,7 +304,10 @@ class TuneHooks:
         return state_of(self.store, self.estimator)
 
     def _outstanding(self) -> int:
-        return self.store.count(OUTSTANDING)
+        """Trials in flight for the searcher's bound: a trial without GPU counts only until
+        it runs (its CPUs bound it then, as under plain Tune)."""
+        return self.store.count(OUTSTANDING) - sum(
+            1 for r in self.store.unordered(LIVE) if r.no_gpu)
 
     def _in_flight_bound(self) -> int:
         """``max_outstanding``, else what the GPUs run at the speed of one trial alone

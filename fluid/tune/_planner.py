@@ -17,9 +17,10 @@ Each plan, in this order (what the algorithm waits on first):
   trial a GPU, a resized trial running again while a GPU is idle), or in rounds of small
   changes (``replan_due``, ``first_result_due``);
 * when measurements change what a fresh trial's packing costs, the waiting trials are sized
-  again;
-* a cluster that grew or shrank: the plan's GPUs follow it;
-* CPUs: a trial starts or grows only if its shape's CPUs fit (``CpuAccount``).
+  again; a cluster that grew or shrank: the plan's GPUs follow it;
+* CPUs: a trial starts or grows only if its shape's CPUs fit (``CpuAccount``); one that asked
+  for no GPU (``no_gpu``) starts at width 0 on its request once the base would start it and
+  its CPUs fit, outside the GPU plan and the queue, as under plain Tune.
 """
 
 from __future__ import annotations
@@ -221,6 +222,10 @@ class Planner:
         self._probe([self._store[i] for i in self.queue])
         over = self._start_queued()
         newly = [] if over else self.cpus.within(eligible(), self.cpus.free())[0]
+        for rec in (r for r in newly if r.no_gpu):  # its own request, as its CPUs fit
+            self._store.move(rec, Phase.QUEUED, width=0.0)
+            self._mark_ready([rec.trial_id])
+        newly = [r for r in newly if not r.no_gpu]
         # What the algorithm waits on first: no trial starts while one of a higher priority
         # waits for GPUs (it would take the shares that free up and starve that one).
         waits = max((self._store[i].priority for i in self.queue), default=None)
@@ -305,7 +310,7 @@ class Planner:
         free = self.cpus.free()
         while free is not None and free < -CPU_TOL:
             rec = next((self._store[i] for i in reversed(self.ready)
-                        if self._store[i].phase is Phase.READY), None)
+                        if self._store[i].phase is Phase.READY and self._store[i].width), None)
             if rec is None:
                 return
             free += self.cpus.needed(rec)
@@ -346,21 +351,23 @@ class Planner:
             for rec in queued:
                 self._store.update(rec, width=widths[rec.trial_id])
 
-    def sync_cluster(self, resources: ResourceView | None) -> None:
-        """A resource change (node joined or left) re-plans with the GPUs there are now.
+    def sync_cluster(self, resources: ResourceView | None, outside: int = 0) -> None:
+        """A resource change (node joined or left, ``outside`` GPUs held by others than the
+        experiment's trials) re-plans with the GPUs there are for it now.
 
         Fluid's GPU ids are its own plan, not Ray's devices, so it cannot tell which trials a
         lost node held: those fail in Ray and come back through Tune's retry. Lost capacity
-        is taken out of the plan as GPUs fall idle (a deficit), never by evicting a trial
-        that may still be running.
-        """
+        leaves the plan as GPUs fall idle (a deficit), never by evicting a running trial."""
         if self.pool is None or resources is None:
             return
-        gpus, cpus = resources.gpus(), cpus_of_view(resources)
+        total, cpus = resources.gpus(), cpus_of_view(resources)
+        gpus = max(0.0, total - outside)
         if cpus != self.cpus.total:
             self.cpus.total, self._due = cpus, True
         if gpus != self.gpus:
-            logger.info("Fluid: cluster GPUs changed from %g to %g", self.gpus, gpus)
+            logger.info("Fluid: GPUs for the plan changed from %g to %g%s", self.gpus, gpus,
+                        f" ({outside:g} of {total:g} held outside this experiment's trials)"
+                        if outside else "")
             self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
                                   "widths": {}, "gpus": gpus})
             self.gpus = gpus

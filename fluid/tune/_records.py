@@ -100,6 +100,8 @@ class TrialRecord:
     ``extras``: its request's resources beside CPUs and GPUs (accelerator type, custom
     resources), kept in every shape; ``ray_train``: its trainable runs a Ray Train trainer, its
     width the trainer's workers; ``w_max``: the most width it allows (``None``: no bound).
+    ``no_gpu``: it asked for no GPU and its trainable is not Fluid-aware (a CPU trial, an
+    unmarked Ray Train driver): it runs on its own request at width 0, outside the GPU plan.
     """
 
     trial: Any  # the Tune ``Trial``
@@ -132,6 +134,8 @@ class TrialRecord:
     extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
     ray_train: bool = False  # runs a Ray Train trainer: width = its workers (``_bridge.ray_train``)
     w_max: float | None = None  # most width it allows (None: no bound of its own)
+    no_gpu: bool = False  # asked for no GPU, not Fluid-aware: runs on its request, as in Tune
+    result_width: float | None = None  # the width its last result ran at (its result rows)
     seq: int = field(default=0, init=False, repr=False)  # order of addition (set when filed)
 
     @property

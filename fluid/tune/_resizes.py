@@ -65,7 +65,7 @@ class Resizes:
     def unpack(self, pool: GpuPool) -> GpuPool:
         """Running leaders on a share onto a whole GPU (``fluid.core.unpack_leaders``)."""
         running = [r for r in self._store.in_phase(_RUNNING)
-                   if r.width is not None and r.width < 1 and r.trial_id not in self.pending]
+                   if r.width and r.width < 1 and r.trial_id not in self.pending]
         if not running:
             return pool
         moved, pool = unpack_leaders(self._specs.live_trials(running), pool,
@@ -107,7 +107,7 @@ class Resizes:
         est, tun = self._estimator, self._tunables
         if not may_probe(pool, self._config, tun, est.measured_beta):
             return pool
-        running = [r for r in self._store.in_phase(_RUNNING) if r.width is not None]
+        running = [r for r in self._store.in_phase(_RUNNING) if r.width]  # (0: no GPU)
         views = self._specs.live_trials(running)
         free = self._cpus.free()
         width = float(tun.probe_d)

@@ -218,8 +218,8 @@ class SpecCache:
         self._reprioritized = self._reprioritized or reprioritized
         for tid in changed:
             rec = self._store.get(tid)
-            new = (rec.group if rec is not None and rec.phase in LIVE and rec.width is not None
-                   else None)
+            new = (rec.group if rec is not None and rec.phase in LIVE and rec.width
+                   else None)  # (width 0: a trial without GPU, outside the GPU plan)
             old = self._live_group.get(tid)
             if old == new and (new is None or self._live[new][tid] is rec):
                 continue

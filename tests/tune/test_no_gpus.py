@@ -1,5 +1,6 @@
 """A cluster without GPUs: Fluid waits for GPU nodes (saying so in one line), or refuses it
-with a clear error when asked to (``wait_for_nodes=False``)."""
+with a clear error when asked to (``wait_for_nodes=False``); trials that ask for no GPU run
+on it as under plain Tune."""
 
 import logging
 
@@ -32,3 +33,15 @@ def test_cluster_without_gpus_waits_for_them(ray_cpu_only, tmp_path, caplog):
     assert said == ["Fluid: waiting for GPU nodes to join: the Ray cluster has no GPU yet; "
                     "trials start as GPUs come"]
     assert all(not t.last_result.get("training_iteration") for t in analysis.trials)
+
+
+def test_trials_without_gpu_run_on_a_cluster_without_gpus(ray_cpu_only, tmp_path, caplog):
+    from tests.dropin.scripts import cpu_trial
+
+    with caplog.at_level(logging.WARNING, logger="fluid"):
+        analysis = tune.run(cpu_trial, config={"q": tune.grid_search([0.5, 1.0]), "t": 0.1},
+                            trial_executor=FluidExecutor(wait_for_nodes=False), verbose=0,
+                            storage_path=str(tmp_path), time_budget_s=120)
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 2
+    assert {t.last_result["fluid_shape"] for t in analysis.trials} == {"no GPU"}
+    assert not [r for r in caplog.records if "waiting for" in r.getMessage()]

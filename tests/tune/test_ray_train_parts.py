@@ -13,12 +13,8 @@ from fluid.core.ray_train import RAY_TRAIN_ATTR, WorkerRange
 from fluid.tune import FluidConfigError
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.admission import new_record, trainable_kind
-from fluid.tune._bridge.ray_train import (
-    TrainStartGate,
-    check_ray_train,
-    starting_claims,
-    train_shape,
-)
+from fluid.tune._bridge.ray_train import check_ray_train, train_shape
+from fluid.tune._bridge.resources import StartGate, starting_claims
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._records import Phase, TrialRecord, TrialStore
 
@@ -87,31 +83,37 @@ def test_tune_gets_the_driver_and_worker_cpus_only():
     assert train_shape(2.0, 1, 0.5).bundles == [{"CPU": 1.0}, {"CPU": 0.5}, {"CPU": 0.5}]
 
 
-def _placed(store, name, width, ray_train, fresh, status):
+def _placed(store, name, width, ray_train, fresh, status, handed=True):
+    """A placed trial: handed to Tune (``RUNNING`` in Fluid, ``status`` in Tune) or not yet."""
     rec = TrialRecord(_trial(name, None, status), 0, 4, ray_train=ray_train)
     store.add(rec)
-    for phase in (Phase.QUEUED, Phase.READY):
+    for phase in (Phase.QUEUED, Phase.READY) + ((Phase.RUNNING,) if handed else ()):
         store.move(rec, phase)
-    if status == "RUNNING":
-        store.move(rec, Phase.RUNNING)
     store.update(rec, width=width, fresh_start=fresh)
     return rec
 
 
-def test_a_train_trial_starts_only_when_ray_holds_its_workers():
+def test_a_trial_starts_only_when_ray_holds_its_gpus():
     store = TrialStore()
-    gate = TrainStartGate()
-    candidate = _placed(store, "c", 2.0, True, True, "PAUSED")
+    gate = StartGate()
+    candidate = _placed(store, "c", 2.0, True, True, "PAUSED", handed=False)
     # a Train trial started but not reported yet: its workers may not hold their GPUs
     starting = _placed(store, "s", 1.0, True, True, "RUNNING")
     _placed(store, "r", 1.0, True, False, "RUNNING")  # reported: holds its GPUs
-    _placed(store, "p", 0.5, False, True, "PAUSED")  # handed to Tune, not running yet
+    _placed(store, "p", 0.5, False, True, "PENDING")  # handed to Tune, not running yet
+    _placed(store, "w", 1.0, False, True, "PAUSED", handed=False)  # waits its turn too
     assert starting_claims(store, candidate) == 1.5
-    view = SimpleNamespace(available_gpus=lambda: 3.0)
-    assert not gate.fits(candidate, store, view)  # 3 free - 1.5 claimed < 2
+    assert not gate.fits(candidate, store, lambda: 3.0)  # 3 free - 1.5 claimed < 2
     store.update(starting, fresh_start=False)
-    assert gate.fits(candidate, store, SimpleNamespace(available_gpus=lambda: 2.5))
-    assert gate.fits(candidate, store, SimpleNamespace())  # a view that cannot say
+    assert gate.fits(candidate, store, lambda: 2.5)
+    assert gate.fits(candidate, store, None)  # a view that cannot say
+    # Any trial with GPUs waits the same way while others hold GPUs; one without never does.
+    plain = store["w"]
+    assert gate.fits(plain, store, lambda: 0.9)  # only Fluid's trials hold GPUs: the plan's
+    assert not gate.fits(plain, store, lambda: 0.9, True)  # 0.9 free - 0.5 (p) claimed < 1
+    assert gate.fits(plain, store, lambda: 1.5, True)
+    store.update(plain, width=0.0)
+    assert gate.fits(plain, store, lambda: 0.0, True)
 
 
 @pytest.mark.parametrize("ray_train", [False, True])

@@ -115,9 +115,11 @@ class ShapeColumn(CallbackList):
 
     def on_trial_result(self, **info: Any) -> None:
         rec = self._store.get(info["trial"].trial_id)
-        if rec is not None and rec.actual is not None:
-            info["result"]["fluid_shape"] = describe(rec.actual)
-            info["result"]["fluid_gpus"] = rec.actual
+        # Its width now, or the one its result ran at when the base paused it at this result.
+        width = None if rec is None else rec.actual if rec.actual is not None else rec.result_width
+        if width is not None:
+            info["result"]["fluid_shape"] = describe(width)
+            info["result"]["fluid_gpus"] = width
         super().on_trial_result(**info)
         compat.show_result_column(self._controller, "fluid_shape")
 

@@ -81,10 +81,12 @@ def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bo
     ``elastic``: ``True``/``False`` for every trainable, ``None`` asks ``kind``.
     ``resize_requests``: ``True``, a trial that asked for GPUs may get fewer; ``None``, one
     that asked for exactly one GPU may (Tune's way of saying it needs a GPU), one that asked
-    for more gets at least that; ``False``, every request is a floor. ``saved``: what a saved
-    state holds of the trial (``state.apply_saved``). A Ray Train trial's widths are its
-    workers' (``kind.workers``, ``train_bounds``); every trial keeps its request's extras
-    (accelerator type, custom resources) in every shape.
+    for more gets at least that; ``False``, every request is a floor; a share is kept as asked
+    unless ``True``. ``saved``: what a saved state holds of the trial (``state.apply_saved``).
+    A Ray Train trial's widths are its workers' (``kind.workers``, ``train_bounds``); a trial
+    that asks for no GPU and is not Fluid-aware runs on its own request with no GPU
+    (``no_gpu``); every trial keeps its request's extras (accelerator type, custom
+    resources) in every shape.
     """
     gid, until = store.group_of_new(trial, stop_of(trial))
     pgf = trial.placement_group_factory
@@ -98,11 +100,16 @@ def new_record(store: TrialStore, trial: Trial, kind: TrainableKind, elastic: bo
               else train_bounds(kind.workers, bool(resize_requests)))
     if bounds is not None:  # Train's workers take the GPUs, in a placement group of their own
         asked, w_min, elastic, request = bounds.w_min or 0.0, bounds.w_min, bounds.elastic, None
+    # No GPU asked and no Fluid mark: a CPU trial or an unmarked Ray Train driver (its
+    # trainer's workers take GPUs Tune never sees). Giving it a GPU would take one from them.
+    no_gpu = asked <= 0 and not elastic and bounds is None
+    if no_gpu:
+        w_min, request = 0.0, pgf
     rec = TrialRecord(trial, gid, until, phase=phase, cpus=cpus_of(pgf), elastic=elastic,
                       function=kind.function, asked=asked, w_min=w_min, request=request,
                       priority=store.groups[gid].priority.get(trial.trial_id, 0),
                       extras=extras_of(pgf.bundles), ray_train=bounds is not None,
-                      w_max=None if bounds is None else bounds.w_max)
+                      w_max=None if bounds is None else bounds.w_max, no_gpu=no_gpu)
     apply_saved(store, rec, saved)
     return rec
 
@@ -133,8 +140,9 @@ def widen_after_oom(store: TrialStore, rec: TrialRecord | None, error: Exception
     (then Tune retries it without counting the failure against ``max_failures``). An
     out-of-memory error on a whole GPU or more counts as any other failure.
     """
-    if rec is None or rec.actual is None or rec.actual >= 1 or not is_cuda_oom(error):
-        return False
+    if (rec is None or rec.actual is None or rec.actual >= 1 or rec.w_min is not None
+            or not is_cuda_oom(error)):
+        return False  # (a share the trial asked for is the user's: a failure as any other)
     store.update(rec, min_share=min(1.0, 2 * rec.actual))
     logger.warning("Fluid: %s ran out of GPU memory on %s; retrying it on at least %s "
                    "(not counted in max_failures)", rec.trial, describe(rec.actual),

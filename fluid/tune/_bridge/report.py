@@ -61,6 +61,7 @@ class PlanReport:
         self.verbose, self.resize_requests = verbose, resize_requests
         self.on = verbose is not False
         self._warned: set[str] = set()  # trials told that Fluid resized their request
+        self._no_gpu_said = False  # the line on trials without GPU was printed
 
     def start(self, controller: Any) -> None:
         """Decide from Tune's verbosity (at the first trial) and install the handler."""
@@ -83,12 +84,24 @@ class PlanReport:
         logger.log(logging.INFO if self.on else logging.DEBUG, message, *args)
 
     def started(self, rec: TrialRecord, gpus: tuple[int, ...], mates: int) -> None:
-        """A trial starts (or restarts after a resize) on ``gpus`` of Fluid's plan."""
+        """A trial starts (or restarts after a resize) on ``gpus`` of Fluid's plan.
+
+        The plan's GPUs are slots of Fluid's own accounting: Ray picks the device a placement
+        group gets (the trial sees it in ``CUDA_VISIBLE_DEVICES``), so the line names the slot
+        and who shares it, not a device. A trial without GPU gets one line per experiment.
+        """
         assert rec.width is not None
+        if rec.no_gpu:
+            if not self._no_gpu_said:
+                self._no_gpu_said = True
+                self.line("Fluid: trials that ask for no GPU (%s, ...) run on their own "
+                          "request, as under plain Tune", rec.trial)
+            return
         where = ", ".join(str(g) for g in gpus) or "-"
         shared = f", shared with {mates} other trial{'s' if mates != 1 else ''}" if mates else ""
-        self.line("Fluid: %s runs on %s (plan GPU %s%s)", rec.trial, describe(rec.width),
-                  where, shared)
+        slot = "slot" if len(gpus) == 1 else "slots"
+        self.line("Fluid: %s runs on %s (plan %s %s%s; Ray picks the device)", rec.trial,
+                  describe(rec.width), slot, where, shared)
 
     def resizing(self, rec: TrialRecord) -> None:
         """A running trial pauses to restart at another width."""

@@ -1,12 +1,29 @@
-"""Where FluidExecutor reads the cluster's GPUs and CPUs (injected, so a simulator can drive it)."""
+"""Where FluidExecutor reads the cluster's GPUs and CPUs (injected, so a simulator can drive
+it), and what Ray's own accounting adds to the plan's: a trial starts only into GPUs Ray has
+free (``StartGate``), and GPUs that Ray gave to others than the experiment's trials (another
+job, an unmarked Ray Train trainer's workers) are left out of the plan (``OutsideGpus``).
+
+Fluid's plan frees a GPU the moment a trial leaves it; Ray frees it a moment later (the actor
+stops, then its placement group goes), and a trial just handed to Tune takes its GPUs a moment
+after. The gate therefore counts the GPUs of trials that are starting (``starting_claims``),
+and a GPU counts as outside only once it stayed so for ``Tunables.outside_settle_s``.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from ray.tune.experiment import Trial
+
 from fluid.core import Tunables
+from fluid.core.tolerances import WIDTH_TOL
+from fluid.tune._records import LIVE, TrialRecord, TrialStore
+
+logger = logging.getLogger("fluid")
 
 
 class ResourceView(Protocol):
@@ -53,9 +70,105 @@ class RayResourceView:
         """CPUs of the live Ray cluster (cached for ``refresh_s``)."""
         return float(self._read().get("CPU", 0.0))
 
+    def busy_gpus(self) -> float:
+        """GPUs that placement groups, tasks or actors hold now (read at each call)."""
+        import ray
+
+        return float(ray.cluster_resources().get("GPU", 0.0)) - self.available_gpus()
+
     def available_gpus(self) -> float:
         """GPUs no placement group or task holds now (read at each call: asked only before a
-        Ray Train trial starts, ``_bridge.ray_train``)."""
+        trial with GPUs starts, ``StartGate``)."""
         import ray
 
         return float(ray.available_resources().get("GPU", 0.0))
+
+
+def starting(rec: TrialRecord) -> bool:
+    """Whether a trial handed to Tune (``LIVE``; a resizing one once handed back) may not
+    hold its GPUs in Ray yet: a Ray Train trial until its workers reported (its first result
+    after a start), any other until Tune runs it."""
+    return (rec.phase in LIVE and rec.fresh_start
+            and (rec.ray_train or rec.trial.status != Trial.RUNNING))
+
+
+def starting_claims(store: TrialStore, but: TrialRecord) -> float:
+    """GPUs of trials handed to Tune (other than ``but``) that Ray may not hold for them
+    yet. Counting one that already holds them is safe: ``but`` only waits a little longer;
+    a trial planned but not handed to Tune yet claims nothing (it waits its turn)."""
+    return sum(rec.width for rec in store.unordered(LIVE)
+               if rec is not but and rec.width and starting(rec))
+
+
+def claimed(store: TrialStore) -> float:
+    """GPUs the experiment's trials may hold in Ray now: those of every trial handed to Tune
+    (a resizing one: the larger of its old and new width)."""
+    return sum(max(rec.width or 0.0, rec.actual or 0.0) for rec in store.unordered(LIVE))
+
+
+class StartGate:
+    """When a planned trial with GPUs may be handed to Tune: once Ray's free GPUs, less those
+    of trials that are starting, hold its width (said once per trial while it waits).
+
+    Asked for a Ray Train trial (its trainer's placement group times out if its GPUs do not
+    come) and for every trial while others than the experiment's trials hold GPUs (the plan
+    may count them as free until ``OutsideGpus`` settles); otherwise the plan's free GPUs are
+    Ray's, a moment later, and Tune's placement group waits that moment.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: set[str] = set()  # trials told they wait for Ray to free GPUs
+
+    def fits(self, rec: TrialRecord, store: TrialStore,
+             available: Callable[[], float] | None, others_hold: bool = False) -> bool:
+        """Whether Ray's free GPUs (``available()``; ``None``: a view that cannot say) hold
+        the trial's width now (always, for a trial without GPU, and for any but a Ray Train
+        trial unless ``others_hold``: GPUs are held outside the experiment)."""
+        if not rec.width or available is None or not (rec.ray_train or others_hold):
+            return True
+        free = available() - starting_claims(store, rec)
+        if free + WIDTH_TOL >= rec.width:
+            self._waiting.discard(rec.trial_id)
+            return True
+        if rec.trial_id not in self._waiting:
+            self._waiting.add(rec.trial_id)
+            logger.info("Fluid: %s waits for Ray to free %g GPUs (%g free now)", rec.trial,
+                        rec.width, max(free, 0.0))
+        return False
+
+
+class OutsideGpus:
+    """Whole GPUs Ray gave to others than the experiment's trials, for the plan to leave out.
+
+    Every ``refresh_s`` it reads what Ray holds now (``busy_gpus``) and subtracts what the
+    plan holds (``claimed``: every placed trial, started or not); a GPU counts only once it
+    was outside in every read for ``settle_s`` seconds (a trial that just stopped still
+    holds its placement group for a moment).
+
+    Args:
+        clock: monotonic clock in seconds.
+        refresh_s: seconds between two reads of Ray's resources.
+        settle_s: how long a GPU must stay outside before the plan leaves it out.
+    """
+
+    def __init__(self, clock: Callable[[], float], refresh_s: float, settle_s: float) -> None:
+        self._clock, self._refresh_s, self._settle_s = clock, refresh_s, settle_s
+        self._reads: deque[tuple[float, int]] = deque()  # (time, whole GPUs outside)
+        self._outside = 0
+        self.seen = False  # the last read found GPUs outside (settled or not)
+
+    def read(self, view: object, store: TrialStore) -> int:
+        """Whole GPUs outside the experiment that stayed so for ``settle_s`` (0 for a view
+        that cannot say, such as the simulator's)."""
+        busy = getattr(view, "busy_gpus", None)
+        now = self._clock()
+        if busy is None or (self._reads and now - self._reads[-1][0] < self._refresh_s):
+            return self._outside
+        reads = self._reads
+        reads.append((now, max(0, math.floor(busy() - claimed(store) + WIDTH_TOL))))
+        self.seen = reads[-1][1] > 0
+        while len(reads) > 1 and reads[1][0] <= now - self._settle_s:
+            reads.popleft()  # the oldest read kept is the last one from before the window
+        watched = reads[0][0] <= now - self._settle_s
+        self._outside = min(n for _, n in reads) if watched else 0
+        return self._outside

@@ -1,7 +1,7 @@
 """Clusters that grow: what FluidExecutor waits for while the cluster is too small.
 
 An autoscaling cluster may have no GPU when the experiment starts (GPU nodes join on demand),
-or fewer GPUs or CPUs than one trial asks for. Fluid then holds the trials and says, in one
+or fewer GPUs or CPUs than one trial asks for (trials that ask for no GPU need none). Fluid then holds the trials and says, in one
 line per thing it waits for, what that is, and asks the autoscaler for it; they are planned as
 nodes join (the planner follows the cluster, ``Planner.sync_cluster``). With ``FluidExecutor(wait_for_nodes=False)`` such a
 cluster or trial is refused instead, with ``FluidConfigError``.
@@ -67,8 +67,8 @@ class NodeWait:
     def _send(self) -> None:
         (self._ask or ask_autoscaler)([b for wanted in self._asked.values() for b in wanted])
 
-    def check_cluster(self, gpus: float) -> None:
-        """A cluster without GPUs: wait for GPU nodes (or refuse)."""
+    def _check_gpus(self, gpus: float) -> None:
+        """A trial with GPUs on a cluster without: wait for GPU nodes (or refuse)."""
         if gpus > 0:
             return
         if self.refuse:
@@ -95,8 +95,10 @@ class NodeWait:
             self.check_trial(rec, gpus, cpus)
 
     def check_trial(self, rec: TrialRecord, gpus: float, cpus: CpuAccount) -> None:
-        """A trial asking for more GPUs or CPUs than the cluster has (``gpus``, ``cpus.total``):
-        it waits (or is refused)."""
+        """A trial asking for more GPUs or CPUs than the cluster has (``gpus``, ``cpus.total``),
+        or any GPU where the cluster has none: it waits (or is refused)."""
+        if not rec.no_gpu:
+            self._check_gpus(gpus)
         asked = rec.w_min or 0.0  # what it must get (a request Fluid may resize: no floor)
         if gpus > 0 and asked > gpus:
             self._too_large(rec, "GPUs", asked, gpus)
