@@ -111,9 +111,9 @@ class StartGate:
     of trials that are starting, hold its width (said once per trial while it waits).
 
     Asked for a Ray Train trial (its trainer's placement group times out if its GPUs do not
-    come) and for every trial while others than the experiment's trials hold GPUs (the plan
-    may count them as free until ``OutsideGpus`` settles); otherwise the plan's free GPUs are
-    Ray's, a moment later, and Tune's placement group waits that moment.
+    come) and for every trial while others than the experiment's trials hold GPUs
+    (``OutsideGpus.seen``: the plan may count them as free until it settles); otherwise the
+    plan's free GPUs are Ray's, a moment later, and Tune's placement group waits that moment.
     """
 
     def __init__(self) -> None:
@@ -155,7 +155,7 @@ class OutsideGpus:
         self._clock, self._refresh_s, self._settle_s = clock, refresh_s, settle_s
         self._reads: deque[tuple[float, int]] = deque()  # (time, whole GPUs outside)
         self._outside = 0
-        self.seen = False  # the last read found GPUs outside (settled or not)
+        self.seen = False  # the last two reads found GPUs outside (settled or not)
 
     def read(self, view: object, store: TrialStore) -> int:
         """Whole GPUs outside the experiment that stayed so for ``settle_s`` (0 for a view
@@ -166,7 +166,8 @@ class OutsideGpus:
             return self._outside
         reads = self._reads
         reads.append((now, max(0, math.floor(busy() - claimed(store) + WIDTH_TOL))))
-        self.seen = reads[-1][1] > 0
+        # Two reads in a row: one alone may catch a trial that stopped a moment ago.
+        self.seen = len(reads) > 1 and reads[-1][1] > 0 and reads[-2][1] > 0
         while len(reads) > 1 and reads[1][0] <= now - self._settle_s:
             reads.popleft()  # the oldest read kept is the last one from before the window
         watched = reads[0][0] <= now - self._settle_s
