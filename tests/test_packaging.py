@@ -59,3 +59,25 @@ def test_fluid_simulate_imports_neither_torch_nor_experiments() -> None:
     assert out.returncode == 0, out.stderr
     probe = json.loads(out.stdout.strip().splitlines()[-1])
     assert probe == {"rc": 0, "heavy": []}
+
+
+def readme_pip_commands() -> list[list[str]]:
+    """Every ``pip install ...`` line of README's shell blocks, as words (comments dropped)."""
+    import re
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    lines = [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()]
+    return [shlex.split(line) for line in lines if line.startswith("pip install")]
+
+
+@pytest.mark.slow
+def test_every_pip_install_in_the_readme_resolves_as_written() -> None:
+    commands = readme_pip_commands()
+    assert len(commands) >= 3, commands  # Fluid, with Ray Train, with BOHB
+    for words in commands:
+        out = subprocess.run([sys.executable, "-m", *words, "--dry-run", "-q"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, (words, out.stdout[-2000:], out.stderr[-2000:])
+        assert "does not provide the extra" not in out.stderr, (words, out.stderr[-2000:])

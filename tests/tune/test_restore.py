@@ -39,7 +39,16 @@ def _finished(storage):
     return n
 
 
-def _kill_then_restore(storage, searcher, killed):
+def seen_by_driver(storage) -> list[list[tuple[str, int]]]:
+    """What each driver's callback was handed (``driver_script.SeenFile``), by driver."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(storage, "seen-*.jsonl"))):
+        with open(path) as f:
+            out.append([tuple(json.loads(line)) for line in f if line.strip()])
+    return out
+
+
+def _kill_then_restore(storage, searcher, killed, executor="fluid"):
     """Run the driver, SIGKILL it once ``killed(storage)``, restore it; the restored run
     must finish within the timeout (a hang fails the test).
 
@@ -48,7 +57,7 @@ def _kill_then_restore(storage, searcher, killed):
     """
     cmd = [sys.executable, "-m", "tests.tune.driver_script", storage]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    fresh = subprocess.Popen(cmd + ["fresh", searcher], cwd=ROOT, env=env,
+    fresh = subprocess.Popen(cmd + ["fresh", searcher, executor], cwd=ROOT, env=env,
                              start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
@@ -59,7 +68,7 @@ def _kill_then_restore(storage, searcher, killed):
     os.killpg(fresh.pid, signal.SIGKILL)  # the driver and the Ray processes it started
     fresh.wait()
     before = _results(storage), _finished(storage)
-    restored = subprocess.run(cmd + ["restore", searcher], cwd=ROOT, env=env, timeout=300,
+    restored = subprocess.run(cmd + ["restore", searcher, executor], cwd=ROOT, env=env, timeout=300,
                               capture_output=True, text=True)
     assert restored.returncode == 0, restored.stderr[-3000:]
     with open(os.path.join(storage, STATUS_FILE)) as f:
@@ -80,6 +89,12 @@ def test_driver_sigkill_then_restore(tmp_path):
         # TensorBoard's event files of both drivers: no step logged twice
         steps = tensorboard_steps(os.path.dirname(path))
         assert steps and max(Counter(steps).values()) == 1, (path, sorted(steps))
+    # A callback: each iteration once per driver (Fluid adds no repeat of its own); across
+    # the restore, only the iterations run again since the last experiment snapshot.
+    drivers = seen_by_driver(storage)
+    assert len(drivers) == 2 and all(max(Counter(d).values()) == 1 for d in drivers), drivers
+    assert set(drivers[0]) | set(drivers[1]) == {
+        (t, i) for t in statuses for i in range(1, ITERS + 1)}
 
 
 @pytest.mark.slow
