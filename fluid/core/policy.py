@@ -139,17 +139,17 @@ def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gp
     if facts.w_max is not None:
         d = min(d, max(1, int(facts.w_max)))
     w_min = facts.w_min
-    if w_min is not None and is_packed(w_min):
-        # A share the user asked for is a packing decision made: exactly that share, as
-        # many to a GPU as it allows, whatever the measurements say.
-        c, d = int(round(1 / w_min)), 1
     if facts.keeps_shape:
         # Plain Tune's shape: what it asked for (a share, one GPU, or several only as its own
         # placement group or, elastic, a gang); the only width allowed, so Fluid never packs
         # it beyond its request, gangs or resizes it.
         whole = (facts.elastic or facts.own_request) and facts.asked > 0
         w_min = request_width(facts.asked) if whole else 1.0
-        c, d = (int(round(1 / w_min)), 1) if is_packed(w_min) else (1, int(w_min))
+        c, d = 1, int(w_min)
+    if w_min is not None and is_packed(w_min):
+        # A share the user asked for is a packing decision made: exactly that share, as
+        # many to a GPU as it allows, whatever the measurements say.
+        c, d = int(round(1 / w_min)), 1
     return max(1, c), d, w_min
 
 

@@ -8,8 +8,9 @@ gets the driver's bundle plus one CPU bundle per worker (``fluid.core.ray_train`
 stay free for Train's workers.
 
 A Ray Train trial starts only when Ray's free GPUs hold its workers
-(``_bridge.resources.StartGate``, as every trial with GPUs); otherwise Train's placement group
-would wait for GPUs and its start could time out.
+(``_bridge.resources.StartGate``; other trials only while GPUs are held outside the
+experiment); otherwise Train's placement group would wait for GPUs and its start could time
+out.
 """
 
 from __future__ import annotations

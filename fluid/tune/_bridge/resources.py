@@ -1,7 +1,8 @@
 """Where FluidExecutor reads the cluster's GPUs and CPUs (injected, so a simulator can drive
-it), and what Ray's own accounting adds to the plan's: a trial starts only into GPUs Ray has
-free (``StartGate``), and GPUs that Ray gave to others than the experiment's trials (another
-job, an unmarked Ray Train trainer's workers) are left out of the plan (``OutsideGpus``).
+it), and what Ray's own accounting adds to the plan's: GPUs that Ray gave to others than the
+experiment's trials (another job, an unmarked Ray Train trainer's workers) are left out of the
+plan (``OutsideGpus``), and while others hold GPUs (and for a Ray Train trial always) a trial
+starts only into GPUs Ray has free (``StartGate``).
 
 Fluid's plan frees a GPU the moment a trial leaves it; Ray frees it a moment later (the actor
 stops, then its placement group goes), and a trial just handed to Tune takes its GPUs a moment
@@ -141,7 +142,7 @@ class OutsideGpus:
     """Whole GPUs Ray gave to others than the experiment's trials, for the plan to leave out.
 
     Every ``refresh_s`` it reads what Ray holds now (``busy_gpus``) and subtracts what the
-    plan holds (``claimed``: every placed trial, started or not); a GPU counts only once it
+    trials may hold (``claimed``: every trial handed to Tune); a GPU counts only once it
     was outside in every read for ``settle_s`` seconds (a trial that just stopped still
     holds its placement group for a moment).
 
