@@ -14,7 +14,8 @@ that Fluid meets is one gate here (``since``), with the release that brought it:
 * ``SIMULATED_RAY``: the releases whose Tune controller ``fluid.sim`` reproduces;
 * ``SESSION_NAME``: ``RuntimeContext.get_session_name`` (``fluid.gpu.mps`` names its
   directories after it, else after the head node);
-* ``TUNE_BOHB_CONFIGSPACE_1``: Ray's ``TuneBOHB`` speaks ConfigSpace 1.x (before: 0.x).
+* ``TUNE_BOHB_CONFIGSPACE_1``: Ray's ``TuneBOHB`` speaks ConfigSpace 1.x (before: 0.x);
+* ``GCS_ACCESSOR``: ``GlobalState._connect_and_get_accessor`` (before: ``_check_connected``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ SESSION_NAME = "2.54"
 #: Ray's ``TuneBOHB`` builds ConfigSpace 1.x spaces. Before, it needs ConfigSpace 0.x, which
 #: does not load beside numpy 2 (what current pyarrow and pandas need): no TuneBOHB there.
 TUNE_BOHB_CONFIGSPACE_1 = "2.56"
+#: Ray's GCS tables are read through ``GlobalState._connect_and_get_accessor()``.
+GCS_ACCESSOR = "2.52"
 #: The Tune controllers ``fluid.sim`` reproduces: from 2.57 a model-based searcher wrapped in
 #: a ``ConcurrencyLimiter`` may have that many trials pending (``_get_max_pending_trials``),
 #: before it one.
@@ -86,6 +89,36 @@ def train_v2_enabled() -> bool:
     from ray.train.v2._internal.constants import is_v2_enabled
 
     return bool(is_v2_enabled())
+
+
+def remove_orphaned_train_groups() -> int:
+    """Remove this job's Ray Train worker groups whose controller died; return how many.
+
+    Why: a Ray Train V2 controller that dies with its trial (stopped, or paused for a resize)
+    leaves its workers' placement group, kept by Ray until its creator and its job are dead.
+    Ray Train's cleaner removes it through the State API, which needs the dashboard; without
+    one the group holds its GPUs until the job ends. The GCS tables say who made a group.
+    """
+    from ray._private import state
+    from ray.core.generated.gcs_pb2 import PlacementGroupTableData
+    from ray.util.placement_group import PlacementGroup, PlacementGroupID
+
+    if since(GCS_ACCESSOR):
+        tables = state.state._connect_and_get_accessor()
+    else:
+        state.state._check_connected()
+        tables = state.state.global_state_accessor
+    job, removed = ray.get_runtime_context().get_job_id(), 0
+    for raw in tables.get_placement_group_table():
+        pg = PlacementGroupTableData.FromString(raw)
+        if (pg.state == PlacementGroupTableData.REMOVED or pg.is_detached
+                or not pg.creator_actor_dead or pg.creator_job_id.hex() != job):
+            continue
+        creator = state.actors(actor_id=pg.creator_actor_id.hex())
+        if creator.get("ActorClassName", "").split(".")[-1] == "TrainController":
+            ray.util.remove_placement_group(PlacementGroup(PlacementGroupID(pg.placement_group_id)))
+            removed += 1
+    return removed
 
 
 # ---------------------------------------------------------------------- the Tune controller
@@ -214,10 +247,8 @@ def experiment_dir(controller: Any) -> str | None:
 
 
 def snapshot_experiment(controller: Any) -> None:
-    """Save the experiment state now and wait until storage has it (may raise).
-
-    Why: Tune syncs its state only periodically, with no public call to force one.
-    """
+    """Save the experiment state now and wait until storage has it (may raise). Why: Tune
+    syncs its state only periodically, with no public call to force one."""
     controller.checkpoint(force=True)
     wait_for_storage_sync(controller)
 
@@ -350,49 +381,14 @@ def refuse_buffered_results(cls: type) -> type:
 # Why: a trial's save resolves to a ``_FutureTrainingResult`` of a ``_TrainingResult``
 # (checkpoint + metrics); the simulated controller hands Tune's schedulers (PBT) the same types.
 from ray.train._internal.session import (  # noqa: E402
-    _FutureTrainingResult,
-    _TrainingResult,
+    _FutureTrainingResult as _FutureTrainingResult,
 )
+from ray.train._internal.session import _TrainingResult as _TrainingResult  # noqa: E402
 
 # Why: the replay builds trials outside a Tune run, and a ``Trial`` needs a ``StorageContext``
 # for its paths (nothing is written).
-from ray.train._internal.storage import StorageContext  # noqa: E402
+from ray.train._internal.storage import StorageContext as StorageContext  # noqa: E402
 
 # Why: ``ray.shutdown`` empties Tune's trainable registry and only the private
 # ``_global_registry`` answers "is this name registered?" without raising.
-from ray.tune.registry import _global_registry  # noqa: E402
-
-__all__ = [
-    "BUFFERED_RESULTS_ATTR",
-    "PROGRESS_CSV",
-    "RESULT_JSON",
-    "SESSION_NAME",
-    "SIMULATED_RAY",
-    "SUPPORTED_RAY",
-    "TRAIN_ELASTIC",
-    "TRAIN_V2_DEFAULT",
-    "TUNE_BOHB_CONFIGSPACE_1",
-    "StorageContext",
-    "_FutureTrainingResult",
-    "_TrainingResult",
-    "_global_registry",
-    "callback_list",
-    "check_ray_version",
-    "checkpoint_iteration",
-    "controller_of",
-    "experiment_dir",
-    "forgive_failures",
-    "refuse_buffered_results",
-    "replace_callback_list",
-    "restart_iteration",
-    "result_file_copies",
-    "reuses_actors",
-    "set_trial_status",
-    "show_result_column",
-    "simulator_problem",
-    "since",
-    "snapshot_experiment",
-    "train_v2_enabled",
-    "tune_verbosity",
-    "wait_for_storage_sync",
-]
+from ray.tune.registry import _global_registry as _global_registry  # noqa: E402

@@ -78,7 +78,7 @@ def test_each_gate_is_inside_the_range_and_ordered():
     low = compat.SUPPORTED_RAY.split(",")[0].removeprefix(">=")
     assert compat.since(low, "2.50.0") and not compat.since("2.51", "2.50.1")
     for release in (compat.TRAIN_V2_DEFAULT, compat.TRAIN_ELASTIC, compat.SESSION_NAME,
-                    compat.TUNE_BOHB_CONFIGSPACE_1):
+                    compat.TUNE_BOHB_CONFIGSPACE_1, compat.GCS_ACCESSOR):
         assert compat.since(release, "2.60.0") and not compat.since(release, low + ".0")
 
 
@@ -100,6 +100,18 @@ def test_session_name_gate_matches_rays_runtime_context():
     from ray.runtime_context import RuntimeContext
 
     assert hasattr(RuntimeContext, "get_session_name") is compat.since(compat.SESSION_NAME)
+
+
+def test_gcs_accessor_gate_and_placement_group_fields_match_ray():
+    from ray._private.state import GlobalState, actors
+    from ray.core.generated.gcs_pb2 import PlacementGroupTableData
+
+    lazy = hasattr(GlobalState, "_connect_and_get_accessor")
+    assert lazy is compat.since(compat.GCS_ACCESSOR)
+    assert lazy or hasattr(GlobalState, "_check_connected")
+    fields = {f.name for f in PlacementGroupTableData.DESCRIPTOR.fields}
+    assert {"creator_job_id", "creator_actor_id", "creator_actor_dead", "is_detached"} <= fields
+    assert "actor_id" in _params(actors)
 
 
 def test_bohb_configspace_gate_matches_rays_tune_bohb():

@@ -1,15 +1,20 @@
-"""Requests mean what they say, without Ray: a trial that asks for no GPU gets none, a share
-asked for is the share planned, GPUs held outside the experiment are left out of the plan."""
+"""Requests mean what they say: a trial that asks for no GPU gets none, a share asked for is
+the share planned, GPUs held outside the experiment are left out of the plan, and the worker
+groups dead Ray Train controllers left are removed (the tests named ``ray4`` start Ray)."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
+import ray
 from ray.tune import PlacementGroupFactory
+from ray.util.placement_group import PlacementGroup, placement_group
 
 from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
 from fluid.core.shapes import ElasticTrainable
+from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.actions import ShapeColumn
 from fluid.tune._bridge.admission import TrainableKind, new_record
 from fluid.tune._bridge.resources import OutsideGpus
@@ -81,6 +86,48 @@ def test_gpus_held_outside_count_only_once_they_stay_so():
     assert OutsideGpus(lambda: 0.0, 1.0, 5.0).read(SimpleNamespace(), store) == 0
 
 
+def test_worker_groups_of_dead_train_controllers_are_removed_before_a_read():
+    busy = [3.0]
+    view = SimpleNamespace(busy_gpus=lambda: busy[0],
+                           remove_orphans=lambda: busy.__setitem__(0, 1.0) or 1)
+    outside = OutsideGpus(lambda: 10.0, refresh_s=1.0, settle_s=0.0)
+    assert outside.read(view, TrialStore()) == 1 and busy == [1.0]
+
+
+class TrainController:
+    """Named as Ray Train's controller: makes a placement group of one GPU, as it does for
+    its workers."""
+
+    def group(self) -> PlacementGroup:
+        pg = placement_group([{"GPU": 1}])
+        ray.get(pg.ready())
+        return pg
+
+
+class Another(TrainController):
+    """Any other actor that makes a placement group."""
+
+
+def test_placement_groups_of_dead_train_controllers_are_removed_and_no_others(ray4):
+    dead, other, alive = (ray.remote(num_cpus=0)(cls).remote()
+                          for cls in (TrainController, Another, TrainController))
+    groups = [ray.get(actor.group.remote()) for actor in (dead, other, alive)]
+    ray.kill(dead)
+    ray.kill(other)
+    removed, deadline = 0, time.monotonic() + 30
+    while not removed and time.monotonic() < deadline:  # until the GCS records the deaths
+        removed = compat.remove_orphaned_train_groups()
+        time.sleep(0.2)
+    try:
+        states = [ray.util.placement_group_table(g)["state"] for g in groups]
+        assert removed == 1 and states == ["REMOVED", "CREATED", "CREATED"]
+        assert compat.remove_orphaned_train_groups() == 0
+    finally:
+        for group in groups[1:]:
+            ray.util.remove_placement_group(group)
+        ray.kill(alive)
+
+
 def test_a_result_the_base_paused_at_shows_the_shape_it_ran_at():
     store = TrialStore()
     rec = file_records(store, 1)[0]
@@ -96,8 +143,7 @@ def test_a_result_the_base_paused_at_shows_the_shape_it_ran_at():
 def test_gpus_another_job_holds_are_left_out_of_the_plan(ray4, tmp_path, caplog):
     import logging
 
-    import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.placement_group import remove_placement_group
 
     from fluid import FluidExecutor, tune
     from tests.tune.trainables import modeled

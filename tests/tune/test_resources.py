@@ -2,8 +2,8 @@
 
 A trial that asks for more than one GPU gets at least that many unless the user lets Fluid
 resize it; one that asks for exactly one GPU is sized by Fluid unless ``resize_requests=False``;
-a trial that asks for none (Tune's default) is sized freely; the plan never runs more trials than
-the CPUs allow; plan changes are printed one line each, at Tune's verbosity.
+an elastic trial that asks for none (Tune's default) is sized freely; the plan never runs more
+trials than the CPUs allow; plan changes are printed one line each, at Tune's verbosity.
 """
 
 from __future__ import annotations
@@ -154,7 +154,8 @@ def test_resize_requests_opt_in_resizes_and_warns(ray4x4, tmp_path, caplog):
 
 
 def test_cpu_limited_cluster(ray4x4, tmp_path, caplog):
-    # Tune's default request (1 CPU, no GPU): Fluid sizes the trials, but only 4 fit the CPUs.
+    # An elastic trainable with Tune's default request (1 CPU, no GPU): Fluid sizes the trials,
+    # but only 4 fit the CPUs.
     ex = FluidExecutor(eps=0.5, verbose=True)
     with caplog.at_level(logging.INFO, logger="fluid"):
         analysis = _run(modeled, ex, tmp_path, n=8)

@@ -22,6 +22,7 @@ from ray.tune.experiment import Trial
 
 from fluid.core import Tunables
 from fluid.core.tolerances import WIDTH_TOL
+from fluid.tune import _ray_compat as compat
 from fluid.tune._records import LIVE, TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")
@@ -76,6 +77,11 @@ class RayResourceView:
         import ray
 
         return float(ray.cluster_resources().get("GPU", 0.0)) - self.available_gpus()
+
+    def remove_orphans(self) -> int:
+        """Remove the worker groups of Ray Train runs whose controller died (a trial stopped
+        or paused for a resize): they hold GPUs nobody can use; return how many."""
+        return compat.remove_orphaned_train_groups()
 
     def available_gpus(self) -> float:
         """GPUs no placement group or task holds now (read at each call: asked only before a
@@ -144,7 +150,9 @@ class OutsideGpus:
     Every ``refresh_s`` it reads what Ray holds now (``busy_gpus``) and subtracts what the
     trials may hold (``claimed``: every trial handed to Tune); a GPU counts only once it
     was outside in every read for ``settle_s`` seconds (a trial that just stopped still
-    holds its placement group for a moment).
+    holds its placement group for a moment). Before each read, the worker groups that dead
+    Ray Train controllers left are removed (``remove_orphans``): those GPUs are nobody's, and
+    counted outside they would leave the plan until the job ends.
 
     Args:
         clock: monotonic clock in seconds.
@@ -165,6 +173,10 @@ class OutsideGpus:
         now = self._clock()
         if busy is None or (self._reads and now - self._reads[-1][0] < self._refresh_s):
             return self._outside
+        orphans = getattr(view, "remove_orphans", None)
+        if orphans is not None and (removed := orphans()):
+            logger.info("Fluid: removed %d placement groups of Ray Train runs whose "
+                        "controller died (their GPUs return to Ray)", removed)
         reads = self._reads
         reads.append((now, max(0, math.floor(busy() - claimed(store) + WIDTH_TOL))))
         # Two reads in a row: one alone may catch a trial that stopped a moment ago.
