@@ -19,8 +19,8 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
     perturbation interval, in PBT's ``time_attr`` (fractional intervals included).
 
     The population is a ``keep_shape`` group: under ``FluidExecutor`` every member runs at the
-    shape plain Tune gives it (what it asked for, at least one GPU), is never packed, ganged,
-    resized or held at a barrier, and starts or restarts when plain Tune would start it; PBT
+    shape plain Tune gives it (what it asked for, at least one GPU), is never packed, ganged
+    or resized, and starts or restarts when plain Tune would start it; PBT
     perturbs with the user's ``synch`` setting. Fluid predicts no gain for a population (it
     trains to the end; the paper found PBT gains little) and every other shape changes what
     PBT decides: members reach their perturbations in another order, PBT pauses more of them

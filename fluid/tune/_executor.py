@@ -8,9 +8,7 @@ How it steers Tune (the mechanism of docs/design.md, "In Ray Tune"; Ray 2.60):
   (``trial.update_resources``) and returns it;
 * **resize**: the plan keeps a pending width per trial (``Planner.pending_width``);
   ``on_trial_result`` returns PAUSE after a result that carried a checkpoint; Tune saves and
-  stops the actor; the trial is released again with its new shape and restores;
-* **barrier**: the same PAUSE holds a member of a ``sync`` group that got ahead until the
-  others caught up (``_barrier``).
+  stops the actor; the trial is released again with its new shape and restores.
 
 The base scheduler keeps deciding *what* runs: it sees every trial with the status it expects
 (a held trial looks PENDING to it, a trial paused for a resize looks RUNNING), and a held trial

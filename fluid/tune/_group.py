@@ -50,8 +50,6 @@ class TrialGroup:
         time_attr: the unit of ``budget`` (the algorithm's ``time_attr``).
         budget: ``{trial_id: value of time_attr}`` at which each trial's budget ends, as the
             algorithm gave it (may be fractional).
-        sync: the members must stay in step: a member that reached its
-            budget waits, paused, until every unfinished member has reached its iteration.
         priority: ``{trial_id: int}``, what the algorithm waits on: its rung (0: the first
             rung, a fresh trial; > 0: promoted, a survivor a synchronous rung waits on). A
             trial of priority > 0 is never packed and never slower than alone on one GPU
@@ -64,7 +62,6 @@ class TrialGroup:
     name: str = ""
     time_attr: str = ITERATIONS
     budget: dict[str, float] = field(default_factory=dict)
-    sync: bool = False
     priority: dict[str, int] = field(default_factory=dict)
     keep_shape: bool = False
 
@@ -76,7 +73,6 @@ class TrialGroup:
         name: str = "",
         time_attr: str = ITERATIONS,
         progress: Mapping[str, Mapping[str, Any]] | None = None,
-        sync: bool = False,
         priority: int | Mapping[str, int] = 0,
         keep_shape: bool = False,
     ) -> TrialGroup:
@@ -91,7 +87,6 @@ class TrialGroup:
             progress: the latest result of a trial where ``trial.last_result`` is not yet
                 updated (inside ``on_trial_result``); used to convert a budget in another unit
                 to iterations.
-            sync: the members must stay in step (see the class).
             priority: one for all or a mapping by trial id (see the class); ``>= 0``.
             keep_shape: the members keep plain Tune's shape (see the class).
         """
@@ -120,7 +115,7 @@ class TrialGroup:
         if any(p < 0 for p in prios.values()):
             raise ValueError(f"priority must be >= 0, got {prios}")
         return cls(trials, iterations, name, time_attr, {k: float(v) for k, v in budgets.items()},
-                   sync, prios, keep_shape)
+                   prios, keep_shape)
 
 
 def _positive(value: Any) -> bool:
@@ -173,7 +168,6 @@ class TrialGroupMixin:
         *,
         time_attr: str = ITERATIONS,
         progress: Mapping[str, Mapping[str, Any]] | None = None,
-        sync: bool = False,
         priority: int | Mapping[str, int] = 0,
         keep_shape: bool = False,
     ) -> TrialGroup:
@@ -181,12 +175,11 @@ class TrialGroupMixin:
 
         ``until`` is in the algorithm's unit (``time_attr``, iterations by default) and may be
         fractional; ``progress`` maps a trial id to a result its ``last_result`` does not hold
-        yet (see :meth:`TrialGroup.of`); ``sync``: its members must stay in step; ``priority``:
+        yet (see :meth:`TrialGroup.of`); ``priority``:
         what the algorithm waits on, its rung; ``keep_shape``: the members keep plain Tune's
         shape (see ``TrialGroup``).
         """
-        group = TrialGroup.of(trials, until, name, time_attr, progress, sync, priority,
-                              keep_shape)
+        group = TrialGroup.of(trials, until, name, time_attr, progress, priority, keep_shape)
         if self._declared is not None:
             self._declared.append(group)
         return group

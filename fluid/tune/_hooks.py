@@ -19,7 +19,6 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
 from fluid.core import Tunables, in_flight_bound
-from fluid.tune import _barrier as barrier
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge import actions, admission
 from fluid.tune._bridge.base import base_view, eligible
@@ -184,9 +183,8 @@ class TuneHooks:
         if settled:
             self._pausing.difference_update(settled)
             self.planner.plan_again()
-        caught_up = barrier.released(self.store)
-        if self.planner.due or caught_up:
-            self._plan(tune_controller, caught_up)
+        if self.planner.due:
+            self._plan(tune_controller)
         available = getattr(self._resources, "available_gpus", None)
         available = None if available is None else functools.cache(available)  # once a step
         rec = self.planner.next_ready(
@@ -201,21 +199,18 @@ class TuneHooks:
             rec.trial_id), self._clock())
         return trial
 
-    def _plan(self, tune_controller: Any, caught_up: list[TrialRecord]) -> None:
-        """One plan: the trials the base would start now (members a barrier keeps paused
-        left out), those the barrier released, and the re-sizes of changed groups."""
-        held: list[TrialRecord] = []
+    def _plan(self, tune_controller: Any) -> None:
+        """One plan: the trials the base would start now, and the re-sizes of changed groups."""
         again = False
 
         def startable() -> list[TrialRecord]:
             nonlocal again
             found, again = eligible(self.base, self.store, tune_controller,
                                     self.tunables.eligible_scan, self._groups_declared)
-            held.extend(r for r in found if barrier.stays_paused(self.store, r))
-            return caught_up + [r for r in found if r not in held]
+            return found
 
         self.planner.plan(startable, compat.search_finished(compat.controller_of(tune_controller)))
-        if held or again:
+        if again:
             self.planner.plan_again()  # look again next step
 
     def _stop_stranded(self, tune_controller: Any) -> None:
@@ -228,7 +223,7 @@ class TuneHooks:
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         """Measure; ask the base; PAUSE instead of CONTINUE when a resize is pending."""
         store, rec = self.store, self.store[trial.trial_id]
-        now, until = self._clock(), rec.until  # the budget it ran to (the base may move it)
+        now = self._clock()
         store.update(rec, iteration=int(result.get("training_iteration", rec.iteration + 1)),
                      result_width=rec.actual)
         if not rec.no_gpu:  # (a trial without GPU says nothing about GPU times)
@@ -242,15 +237,6 @@ class TuneHooks:
         with base_view(store, base=self.base):
             decision = self._ask_base(self.base.on_trial_result, tune_controller, trial, result)
         if (decision == TrialScheduler.CONTINUE and checkpointed
-                and barrier.must_wait(store, rec, until)):
-            self.planner.unplace(rec)
-            store.move(rec, Phase.WAITING)
-            store.log_shape(rec, now, None, ())
-            self.planner.replan(rec.group)  # its GPUs go to the members behind it
-            logger.info("Fluid: %s waits at iteration %d for its TrialGroup", trial,
-                        rec.iteration)
-            decision = TrialScheduler.PAUSE
-        elif (decision == TrialScheduler.CONTINUE and checkpointed
               and self.planner.pending_width(trial.trial_id) is not None):
             self.planner.start_resize(rec, now)
             self.report.resizing(rec)

@@ -4,17 +4,15 @@ kept by one owner, the ``TrialStore``.
 A trial moves through the phases (``TRANSITIONS``; any other move raises ``PhaseError``)::
 
     HELD -> QUEUED -> READY -> RUNNING <-> RESIZING
-      ^       ^                  |  |
-      |       +--- WAITING <-----+  |
-      |       +--- PAUSED  <--------+
+      ^       ^                  |
+      |       +--- PAUSED  <-----+
       +--------------- DONE <--- (any)
 
 HELD: added, waiting until the base scheduler would start it (Tune sees it PAUSED);
 QUEUED: StaticFluid gave it a width ``w``, it waits for GPUs (READY trials go back to QUEUED
 when their CPUs do not fit); READY: placed in the GPU plan, to be handed to Tune; RUNNING:
-Tune runs it at ``actual``; RESIZING: paused by Fluid to restart at ``width``; WAITING: paused
-by Fluid at a ``sync`` group's barrier until the other members caught up; PAUSED: paused by the
-base scheduler (a rung, PBT's exploit); DONE: completed, failed or removed (a restored
+Tune runs it at ``actual``; RESIZING: paused by Fluid to restart at ``width``; PAUSED: paused
+by the base scheduler (a rung, PBT's exploit); DONE: completed, failed or removed (a restored
 experiment's finished trials start DONE); a failed trial Tune retries goes from DONE back to
 HELD (Tune reports the error, then adds the trial again).
 
@@ -49,7 +47,6 @@ class Phase(Enum):
     READY = "ready"
     RUNNING = "running"
     RESIZING = "resizing"
-    WAITING = "waiting"
     PAUSED = "paused"
     DONE = "done"
 
@@ -59,20 +56,18 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.HELD: frozenset({Phase.QUEUED, Phase.DONE}),
     Phase.QUEUED: frozenset({Phase.READY, Phase.DONE}),
     Phase.READY: frozenset({Phase.RUNNING, Phase.QUEUED, Phase.DONE}),
-    Phase.RUNNING: frozenset({Phase.RESIZING, Phase.WAITING, Phase.PAUSED, Phase.DONE}),
+    Phase.RUNNING: frozenset({Phase.RESIZING, Phase.PAUSED, Phase.DONE}),
     Phase.RESIZING: frozenset({Phase.RUNNING, Phase.DONE}),
-    Phase.WAITING: frozenset({Phase.QUEUED, Phase.DONE}),
     Phase.PAUSED: frozenset({Phase.QUEUED, Phase.DONE}),
     Phase.DONE: frozenset({Phase.HELD}),
 }
 
 #: Tune's status of these differs from what the base scheduler expects (see ``_bridge.base``).
-MASKED = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RESIZING, Phase.WAITING})
+MASKED = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RESIZING})
 #: Waiting for the base scheduler to (re)start them.
 STARTABLE = frozenset({Phase.HELD, Phase.PAUSED})
 #: Held or running: what a model-based searcher has in flight.
-OUTSTANDING = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RUNNING, Phase.RESIZING,
-                         Phase.WAITING})
+OUTSTANDING = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RUNNING, Phase.RESIZING})
 #: Holding GPUs in Fluid's plan.
 PLACED = frozenset({Phase.READY, Phase.RUNNING, Phase.RESIZING})
 #: Running in Tune, at their width or being resized to it.
@@ -277,11 +272,9 @@ class TrialStore:
                     self.groups[g].name == group.name), None)
         if gid is None:
             gid = len(self.groups)
-            self.groups[gid] = TrialGroup([], {}, group.name, sync=group.sync,
-                                          keep_shape=group.keep_shape)
+            self.groups[gid] = TrialGroup([], {}, group.name, keep_shape=group.keep_shape)
             logger.info("Fluid: new TrialGroup %d %r", gid, group.name)
         target = self.groups[gid]
-        target.sync = target.sync or group.sync
         target.keep_shape = target.keep_shape or group.keep_shape
         changed = False
         for t in group.trials:

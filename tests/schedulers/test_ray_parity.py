@@ -209,8 +209,8 @@ def test_groups_budget_in_the_algorithms_unit():
     pbt.on_trial_add(tc, t)
     (population,) = pbt.take_trial_groups()
     assert population.budget == {t.trial_id: 0.5}
-    # The population keeps plain Tune's shapes and timing; no barrier (docs/design.md, rule 8).
-    assert population.keep_shape and not population.sync
+    # The population keeps plain Tune's shapes and timing (docs/design.md, rule 9).
+    assert population.keep_shape
 
 
 @pytest.mark.parametrize(("budget", "attr", "result", "expected"), [

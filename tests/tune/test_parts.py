@@ -254,29 +254,6 @@ def test_a_keep_shape_member_restarts_one_per_step_as_under_plain_tune():
     assert ask(base) == ([exploited, new], True)
 
 
-def test_a_sync_groups_member_waits_at_its_budget_until_the_others_reach_it():
-    # The barrier a scheduler asks for with new_trial_group(..., sync=True) (PBT no longer does).
-    from fluid.tune import _barrier as barrier
-    from fluid.tune._group import TrialGroup
-
-    store = TrialStore()
-    store.add_group(TrialGroup([], {}, "generation", sync=True))
-    ahead = TrialRecord(_trial("ahead", Trial.RUNNING), 0, 4, phase=Phase.RUNNING, iteration=4)
-    behind = TrialRecord(_trial("behind", Trial.RUNNING), 0, 4, phase=Phase.RUNNING, iteration=2)
-    paused = TrialRecord(_trial("paused"), 0, 4, phase=Phase.PAUSED, iteration=4)
-    done = TrialRecord(_trial("done", Trial.TERMINATED), 0, 4, phase=Phase.DONE, iteration=1)
-    for r in (ahead, behind, paused, done):
-        store.add(r)
-    assert barrier.must_wait(store, ahead, until=4)  # at its budget, "behind" is not
-    assert not barrier.must_wait(store, ahead, until=6)  # not at its budget yet
-    assert not barrier.must_wait(store, behind, until=4)
-    assert barrier.stays_paused(store, paused)  # paused by the base there: restarts later too
-    store.move(ahead, Phase.WAITING)
-    assert barrier.released(store) == []
-    store.update(behind, iteration=4)  # caught up (a finished member never holds them back)
-    assert barrier.released(store) == [ahead] and not barrier.stays_paused(store, paused)
-
-
 def test_state_writes_are_throttled_by_their_own_cost_and_forced_ones_always_happen(
         tmp_path, monkeypatch):
     # Writes of a large state (it grows with every trial) take at most 1 / save_share of the
