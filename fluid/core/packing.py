@@ -24,6 +24,15 @@ from fluid.core.model import TrialSpec
 from fluid.core.static import Assignment
 from fluid.core.tolerances import WIDTH_TOL
 
+#: A probe packs a pair on one GPU, each trial on half of it. Not tuning constants: a trial's
+#: ``alpha_i`` is by definition its time beside one other trial over its time alone (the
+#: paper's ``T^p = T^1 alpha^(p-1)`` at ``p = 2``).
+PROBE_PAIR = 2
+PROBE_SHARE = 1 / PROBE_PAIR
+#: Iterations a probe's host needs left: one alone, one while its mate starts (which measures
+#: neither), one beside its mate.
+HOST_ITERATIONS = 3
+
 
 def is_leader(priority: int, runs_to_end: bool) -> bool:
     """Whether a trial leads: the algorithm waits on it (``priority > 0``: promoted past a
@@ -73,8 +82,8 @@ def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[st
     for host in hosts:
         while waiting:
             spec, _ = waiting.pop(0)
-            if (gpus := work.join(spec.id, host, 0.5, 2, spec.memory)) is not None:
-                starts.append(Assignment(spec.id, 0.5, gpus))
+            if (gpus := work.join(spec.id, host, PROBE_SHARE, PROBE_PAIR, spec.memory)) is not None:
+                starts.append(Assignment(spec.id, PROBE_SHARE, gpus))
                 break
     opened = 0
     # A new probe only while more trials wait than idle GPUs hold whole: with a GPU for each,
@@ -82,14 +91,15 @@ def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[st
     while opened < wanted and len(waiting) > work.idle_count() > 0:
         k = next((i for i, (_, long_enough) in enumerate(waiting) if long_enough), None)
         first = waiting.pop(k if k is not None else 0)[0]
-        if (gpus := work.place(first.id, 0.5, 1, first.memory)) is None:
+        if (gpus := work.place(first.id, PROBE_SHARE, 1, first.memory)) is None:
             continue
-        starts.append(Assignment(first.id, 0.5, gpus))
+        starts.append(Assignment(first.id, PROBE_SHARE, gpus))
         opened += 1
         if k is None and waiting:  # no host: two short trials together
             mate = waiting.pop(0)[0]
-            if (gpus := work.join(mate.id, first.id, 0.5, 2, mate.memory)) is not None:
-                starts.append(Assignment(mate.id, 0.5, gpus))
+            gpus = work.join(mate.id, first.id, PROBE_SHARE, PROBE_PAIR, mate.memory)
+            if gpus is not None:
+                starts.append(Assignment(mate.id, PROBE_SHARE, gpus))
     return starts, opened, work if starts else pool
 
 

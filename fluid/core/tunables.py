@@ -69,6 +69,9 @@ class Tunables:
             ratios between trials matter, so budgets decide the first plan).
         samples_kept: recent iteration times kept per trial and per width (iteration times
             drift: warm-up, data loading).
+        refine_samples: a trial's own ``alpha_i``/``beta_i`` is recomputed at each of its
+            first this many clean samples at a width (and at each new width), then kept:
+            results arrive constantly, and later samples move a median little.
         eps_samples_kept: recent resize (and start) costs kept for the measured ``eps``.
         eligible_scan: most held trials the base scheduler is asked about per controller step
             (bounds the work with 10,000-trial groups).
@@ -77,6 +80,9 @@ class Tunables:
             state grows with every trial: writes stay a small share of the driver's time).
         resources_refresh_s: seconds between two reads of the cluster's resources (a read asks
             Ray's control store; nodes join or leave far less often).
+        oom_share_growth: a packed trial that ran out of GPU memory is retried on this many
+            times its share (at most a whole GPU): doubling reaches a whole GPU from an
+            eighth in three retries, each on a share the failure showed too small.
         outside_settle_s: seconds GPUs must stay held by others than the experiment's trials
             (another job, an unmarked Ray Train trainer's workers) before the plan leaves them
             out: a trial starting or stopping holds GPUs for a moment that Fluid's records do
@@ -100,12 +106,14 @@ class Tunables:
     default_eps: float = 5.0
     default_iteration_time: float = 1.0
     samples_kept: int = 5
+    refine_samples: int = 3
     eps_samples_kept: int = 10
     eligible_scan: int = 256
     save_every_s: float = 2.0
     save_share: float = 1000.0
     resources_refresh_s: float = 5.0
     outside_settle_s: float = 15.0
+    oom_share_growth: float = 2.0
 
     def __post_init__(self) -> None:
         check_number("o_th", self.o_th, 0, 1, high_open=True)
@@ -124,9 +132,11 @@ class Tunables:
         check_number("default_eps", self.default_eps, 0, unit="seconds")
         check_number("default_iteration_time", self.default_iteration_time, 0, low_open=True,
                      unit="seconds")
-        for name in ("samples_kept", "eps_samples_kept", "eligible_scan", "probe_pairs"):
+        for name in ("samples_kept", "eps_samples_kept", "eligible_scan", "probe_pairs",
+                     "refine_samples"):
             check_number(name, getattr(self, name), 1, integer=True)
         check_number("save_every_s", self.save_every_s, 0, unit="seconds")
         check_number("save_share", self.save_share, 0)
         check_number("resources_refresh_s", self.resources_refresh_s, 0, unit="seconds")
         check_number("outside_settle_s", self.outside_settle_s, 0, unit="seconds")
+        check_number("oom_share_growth", self.oom_share_growth, 1, low_open=True)

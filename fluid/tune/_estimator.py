@@ -174,7 +174,8 @@ class OverheadEstimator:
             width = rec.actual
         new_width = self._store.add_sample(rec, float(dt), width, self._tunables.samples_kept,
                                            raw=clean)
-        if clean and len(rec.raw) > 1 and (new_width or len(rec.raw[width]) <= 3):
+        few = self._tunables.refine_samples
+        if clean and len(rec.raw) > 1 and (new_width or len(rec.raw[width]) <= few):
             self.refine_overheads(rec)
         self.track(rec)
         return len(rec.samples) == 1 or new_width  # a first sample, or one at a new width

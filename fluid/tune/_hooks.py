@@ -262,7 +262,8 @@ class TuneHooks:
 
     def out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
         """Whether Tune should retry ``trial`` without counting ``error`` (``widen_after_oom``)."""
-        widened = admission.widen_after_oom(self.store, self.store.get(trial.trial_id), error)
+        widened = admission.widen_after_oom(self.store, self.store.get(trial.trial_id), error,
+                                            self.tunables.oom_share_growth)
         if widened:
             self._state.save(self.snapshot, force=True)
         return widened

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from fluid.core import GpuPool, TrialFacts, pair_probes, trial_limits
+from fluid.core.packing import HOST_ITERATIONS, PROBE_SHARE
 from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import LIVE, Phase, TrialRecord, TrialStore
@@ -69,7 +70,7 @@ class PackingProbes:
         each) or out-of-memory share forbids a half GPU."""
         return (not self._specs.leads(rec) and rec.w_min is None and not rec.ray_train
                 and not self._specs.keeps_shape(rec)
-                and (rec.min_share is None or rec.min_share <= 0.5 + WIDTH_TOL))
+                and (rec.min_share is None or rec.min_share <= PROBE_SHARE + WIDTH_TOL))
 
     def hosts(self, pool: GpuPool | None) -> int:
         """Probes alone on their GPU, each waiting for a mate: a GPU that runs two trials at
@@ -94,8 +95,7 @@ class PackingProbes:
                         and pool.alone(r.trial_id)), key=lambda r: r.seq)
         if not (wanted or ready):
             return [], pool
-        # a host: one iteration alone, one while its mate starts, one beside it
-        pairs = [(self._specs.spec(r), r.until is None or r.until - r.iteration >= 3)
+        pairs = [(self._specs.spec(r), r.until is None or r.until - r.iteration >= HOST_ITERATIONS)
                  for r in candidates if self._may_share(r)]
         starts, _, pool = pair_probes(pairs, [r.trial_id for r in ready], pool, wanted)
         started = [store[a.trial_id] for a in starts]

@@ -42,6 +42,7 @@ from fluid.core import (
     static_fluid,
     water_fill,
 )
+from fluid.core.packing import PROBE_SHARE
 from fluid.core.tolerances import CPU_TOL
 from fluid.tune._bridge.resources import ResourceView, cpus_of_view
 from fluid.tune._bridge.shapes import describe
@@ -330,8 +331,8 @@ class Planner:
         for rec in started:
             if rec.trial_id in self.queue:
                 self.queue.remove(rec.trial_id)
-            self._store.move(rec, Phase.QUEUED, width=0.5)
-            self._log_plan("probe", rec.group, {rec.trial_id: 0.5})
+            self._store.move(rec, Phase.QUEUED, width=PROBE_SHARE)
+            self._log_plan("probe", rec.group, {rec.trial_id: PROBE_SHARE})
         self._mark_ready([r.trial_id for r in started])
         return {r.trial_id for r in started}
 

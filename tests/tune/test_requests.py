@@ -169,3 +169,16 @@ def test_gpus_another_job_holds_are_left_out_of_the_plan(ray4, tmp_path, caplog)
     for _at, width, tid in events:
         held[tid] = width
         assert sum(held.values()) <= 2.0 + 1e-9, held
+
+
+@pytest.mark.parametrize("growth, share, expected", [(2.0, 0.25, 0.5), (1.5, 0.5, 0.75),
+                                                     (2.0, 0.75, 1.0)])
+def test_a_packed_trial_out_of_gpu_memory_grows_its_least_share(growth, share, expected):
+    from fluid.tune._bridge.admission import widen_after_oom
+
+    store = TrialStore()
+    rec = file_records(store, 1)[0]
+    store.update(rec, actual=share)
+    oom = RuntimeError("torch.OutOfMemoryError: CUDA out of memory")
+    assert widen_after_oom(store, rec, oom, growth) and store[rec.trial_id].min_share == expected
+    assert not widen_after_oom(store, rec, RuntimeError("another failure"), growth)

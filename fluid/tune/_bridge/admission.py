@@ -133,17 +133,19 @@ def finished_record(store: TrialStore, trial: Trial, kind: TrainableKind,
     return rec
 
 
-def widen_after_oom(store: TrialStore, rec: TrialRecord | None, error: Exception) -> bool:
+def widen_after_oom(store: TrialStore, rec: TrialRecord | None, error: Exception,
+                    growth: float) -> bool:
     """A packed trial that ran out of GPU memory: Fluid's doing, not the user's.
 
-    Its least share doubles (``1/k`` -> ``2/k``, at most a whole GPU); returns whether it did
+    Its least share grows ``growth`` times (``Tunables.oom_share_growth``: ``1/k`` -> ``2/k``,
+    at most a whole GPU); returns whether it did
     (then Tune retries it without counting the failure against ``max_failures``). An
     out-of-memory error on a whole GPU or more counts as any other failure.
     """
     if (rec is None or rec.actual is None or rec.actual >= 1 or rec.w_min is not None
             or not is_cuda_oom(error)):
         return False  # (a share the trial asked for is the user's: a failure as any other)
-    store.update(rec, min_share=min(1.0, 2 * rec.actual))
+    store.update(rec, min_share=min(1.0, growth * rec.actual))
     logger.warning("Fluid: %s ran out of GPU memory on %s; retrying it on at least %s "
                    "(not counted in max_failures)", rec.trial, describe(rec.actual),
                    describe(rec.min_share))
