@@ -24,9 +24,6 @@ from fluid.core.groupsim import POLICIES, GroupSchedule, Segment, play_fixed, si
 from fluid.core.guard import is_safe, plain_time, plan_time
 from fluid.core.model import TrialSpec, allowed_widths, gpus_of, is_packed, slowdown
 from fluid.core.overheads import (
-    C_MAX,
-    O_TH,
-    S_TH,
     c_from_alpha,
     d_from_beta,
     fit_alpha,
@@ -60,10 +57,7 @@ from fluid.core.static import (
 from fluid.core.tunables import Tunables
 
 __all__ = [
-    "C_MAX",
-    "O_TH",
     "POLICIES",
-    "S_TH",
     "Assignment",
     "DynamicPlan",
     "GpuPool",

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from fluid.core.checks import check_number
 from fluid.core.model import TrialSpec
-from fluid.core.overheads import C_MAX, O_TH, S_TH, c_from_alpha, c_from_alphas, d_from_beta
+from fluid.core.overheads import c_from_alpha, c_from_alphas, d_from_beta
+from fluid.core.tunables import DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -23,18 +24,20 @@ class PolicyConfig:
             ``d`` is inclusive: ``w <= d`` (the paper's Algorithm 1 uses ``min(., d)``; its
             prose says "less than d"; we follow the formula).
         eps: ``eps``, the cost in seconds of one resize (checkpoint, stop, restart).
-        o_th: ``O_th``, least marginal packing benefit (see ``fluid.core.overheads``).
-        s_th: least marginal scaling benefit of one more worker.
-        c_max: most trials on one GPU whatever the measurements say.
+        o_th: ``O_th``, least marginal packing benefit (default: a group's makespan,
+            ``Tunables.makespan_o_th``).
+        s_th: least marginal scaling benefit of one more worker (``Tunables.s_th``).
+        c_max: most trials on one GPU whatever the measurements say
+            (``Tunables.makespan_c_max``).
         gpu_memory: memory of one GPU in GB for memory-safe packing; ``None``: unchecked.
     """
 
     c: int | None = None
     d: int | None = None
     eps: float = 0.0
-    o_th: float = O_TH
-    s_th: float = S_TH
-    c_max: int = C_MAX
+    o_th: float = DEFAULTS.makespan_o_th
+    s_th: float = DEFAULTS.s_th
+    c_max: int = DEFAULTS.makespan_c_max
     gpu_memory: float | None = None
 
     def __post_init__(self) -> None:

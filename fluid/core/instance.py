@@ -36,10 +36,11 @@ from typing import Any
 
 from fluid.core.config import PolicyConfig
 from fluid.core.model import TrialSpec
-from fluid.core.overheads import C_MAX, O_TH, S_TH
 
 TOP_KEYS = ("gpus", "trials", "c", "d", "eps", "gpu_memory", "o_th", "s_th", "c_max")
 TRIAL_KEYS = ("id", "runtime", "alpha", "beta", "c", "d", "memory")
+#: The thresholds an instance file may leave out (a group's makespan: ``PolicyConfig``'s).
+_DEFAULT = PolicyConfig()
 
 
 class InstanceError(ValueError):
@@ -74,7 +75,7 @@ class Instance:
         obj: dict[str, Any] = {"gpus": self.gpus, "c": cfg.c, "d": cfg.d, "eps": cfg.eps}
         if cfg.gpu_memory is not None:
             obj["gpu_memory"] = cfg.gpu_memory
-        if (cfg.o_th, cfg.s_th, cfg.c_max) != (O_TH, S_TH, C_MAX):
+        if (cfg.o_th, cfg.s_th, cfg.c_max) != (_DEFAULT.o_th, _DEFAULT.s_th, _DEFAULT.c_max):
             obj.update(o_th=cfg.o_th, s_th=cfg.s_th, c_max=cfg.c_max)
         trials = []
         for t in self.trials:
@@ -185,9 +186,9 @@ def parse_instance(obj: Any) -> Instance:
     gpu_memory = None
     if obj.get("gpu_memory") is not None:
         gpu_memory = _number(obj["gpu_memory"], "gpu_memory", 0, strict=True, unit=" GB")
-    o_th = O_TH if obj.get("o_th") is None else _fraction(obj["o_th"], "o_th")
-    s_th = S_TH if obj.get("s_th") is None else _fraction(obj["s_th"], "s_th")
-    c_max = C_MAX if obj.get("c_max") is None else _integer(obj["c_max"], "c_max", 1)
+    o_th = _DEFAULT.o_th if obj.get("o_th") is None else _fraction(obj["o_th"], "o_th")
+    s_th = _DEFAULT.s_th if obj.get("s_th") is None else _fraction(obj["s_th"], "s_th")
+    c_max = _DEFAULT.c_max if obj.get("c_max") is None else _integer(obj["c_max"], "c_max", 1)
     raw_trials = obj["trials"]
     if not isinstance(raw_trials, list) or not raw_trials:
         raise InstanceError(

@@ -16,13 +16,8 @@ Under the runtime model the two read ``O_p = 1 - (p-1)/p * alpha`` and
 (the paper's ranges ``alpha in [1, c/(c-1))``, ``beta in [1, 1 + 1/d)`` are the case of a zero
 threshold).
 
-Defaults, documented choices (the paper gives no ``O_th``):
-
-* ``O_TH = 0.10``: a trial is packed onto a GPU only if it adds at least 10% to the GPU's
-  throughput; MPS interference is noisy, so a margin well above measurement noise.
-* ``S_TH = 0.05``: a worker joins a gang only if it adds at least 5% throughput.
-* ``C_MAX = 8``: at most 8 trials on a GPU even when packing looks free (each process holds a
-  CUDA context of several hundred MB; MPS allows 16 clients pre-Volta, 48 after).
+The thresholds default to a group's makespan objective (``Tunables.makespan_o_th``,
+``s_th``, ``makespan_c_max``, each with its reason).
 
 Example:
     >>> c_from_alpha(1.0)
@@ -44,10 +39,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from fluid.core.checks import check_number
-
-O_TH = 0.10
-S_TH = 0.05
-C_MAX = 8
+from fluid.core.tunables import DEFAULTS
 
 
 def marginal_benefits(throughputs: Sequence[float]) -> list[float]:
@@ -78,13 +70,13 @@ def _dense(times: Mapping[int, float], what: str) -> list[float]:
     return [times[k] for k in keys]
 
 
-def packing_limit(iter_times: Mapping[int, float], o_th: float = O_TH) -> int:
+def packing_limit(iter_times: Mapping[int, float], o_th: float = DEFAULTS.makespan_o_th) -> int:
     """``c`` from ``avg(T^p)``: mean per-iteration time when ``p`` trials share one GPU."""
     t = _dense(iter_times, "iter_times")
     return limit_from_throughputs([p / tp for p, tp in enumerate(t, start=1)], o_th)
 
 
-def scaling_limit(iter_times: Mapping[int, float], s_th: float = S_TH) -> int:
+def scaling_limit(iter_times: Mapping[int, float], s_th: float = DEFAULTS.s_th) -> int:
     """``d`` from ``T_w``: per-iteration time of one trial on a gang of ``w`` workers."""
     t = _dense(iter_times, "iter_times")
     return limit_from_throughputs([1.0 / tw for tw in t], s_th)
@@ -106,17 +98,19 @@ def _limit_from_overhead(x: float, threshold: float, cap: int, name: str = "over
     return k
 
 
-def c_from_alpha(alpha: float, o_th: float = O_TH, c_max: int = C_MAX) -> int:
+def c_from_alpha(alpha: float, o_th: float = DEFAULTS.makespan_o_th,
+                 c_max: int = DEFAULTS.makespan_c_max) -> int:
     """``c`` implied by packing overhead ``alpha`` under the model, at most ``c_max``."""
     return _limit_from_overhead(alpha, o_th, c_max, "alpha")
 
 
-def c_from_alphas(alphas: Sequence[float], o_th: float = O_TH, c_max: int = C_MAX) -> list[int]:
+def c_from_alphas(alphas: Sequence[float], o_th: float = DEFAULTS.makespan_o_th,
+                  c_max: int = DEFAULTS.makespan_c_max) -> list[int]:
     """``c_from_alpha`` of each of ``alphas`` (one call per group, not one per trial)."""
     return [_limit_from_overhead(a, o_th, c_max, "alpha") for a in alphas]
 
 
-def d_from_beta(beta: float, s_th: float = S_TH, d_max: int = 64) -> int:
+def d_from_beta(beta: float, s_th: float = DEFAULTS.s_th, d_max: int = 64) -> int:
     """``d`` implied by scaling overhead ``beta`` under the model, at most ``d_max``."""
     return _limit_from_overhead(beta, s_th, d_max, "beta")
 

@@ -1,4 +1,4 @@
-"""Every tuning constant of FluidExecutor, in one frozen config with one set of defaults.
+"""Every tuning constant of Fluid, in one frozen config with one set of defaults.
 
 ``PolicyConfig`` holds what a TrialGroup is planned with (``c``, ``d``, ``eps``, thresholds);
 ``Tunables`` holds the constants of the time-to-target rules around StaticFluid and DynamicFluid
@@ -6,12 +6,13 @@
 one (``FluidExecutor(tunables=Tunables(...))``); its options ``o_th``, ``c_max`` and
 ``default_iteration_time`` set the fields of the same name.
 
-Why FluidExecutor's ``o_th`` and ``c_max`` are not ``PolicyConfig``'s defaults (``O_TH = 0.10``,
-``C_MAX = 8``, what ``fluid profile`` and ``fluid plan`` use): those two serve the paper's
-objective, a group's makespan, for which packing pays as soon as it adds throughput, and
-``fluid profile`` reports what the hardware allows under it. FluidExecutor serves the time to
-target: a packed trial that turns out to be the winner reaches the target later, so it packs
+Two objectives, two packing thresholds: ``makespan_o_th`` and ``makespan_c_max`` (the defaults of
+``PolicyConfig``, what ``fluid profile`` and ``fluid plan`` use) serve the paper's objective, a
+group's makespan, for which packing pays as soon as it adds throughput, and ``fluid profile``
+reports what the hardware allows under it. ``o_th`` and ``c_max`` serve FluidExecutor's time
+to target: a packed trial that turns out to be the winner reaches the target later, so it packs
 only where the measured gain is large, and a profile's ``c`` only caps what that allows.
+``s_th`` serves both.
 
 Example:
     >>> Tunables().resize_gain
@@ -38,6 +39,13 @@ class Tunables:
             ``1 - alpha_i / 2 > o_th``, i.e. ``alpha_i < 1.2`` (packing the eventual winner
             delays the target more than packing gains).
         c_max: most trials on one GPU: published training measurements stop at two per GPU.
+        s_th: ``S_th``: a worker joins a gang only if it adds at least 5% throughput.
+        makespan_o_th: ``O_th`` of a group's makespan: a trial is packed onto a GPU only if it
+            adds at least 10% to the GPU's throughput (MPS interference is noisy: a margin
+            well above measurement noise; the paper gives no ``O_th``).
+        makespan_c_max: most trials on one GPU for a group's makespan, even when packing looks
+            free: each process holds a CUDA context of several hundred MB (MPS allows 16
+            clients before Volta, 48 after).
         priority_alpha: a trial the algorithm waits on (priority > 0) is packed only if its own
             measured ``alpha_i`` is below this (packing it must cost next to nothing).
         resize_gain: a resize is made only if it gains this many ``eps`` (anti-oscillation: a
@@ -91,6 +99,9 @@ class Tunables:
 
     o_th: float = 0.4
     c_max: int = 2
+    s_th: float = 0.05
+    makespan_o_th: float = 0.10
+    makespan_c_max: int = 8
     priority_alpha: float = 1.05
     resize_gain: float = 12.0
     idle_gain: float = 5.0
@@ -116,8 +127,10 @@ class Tunables:
     oom_share_growth: float = 2.0
 
     def __post_init__(self) -> None:
-        check_number("o_th", self.o_th, 0, 1, high_open=True)
-        check_number("c_max", self.c_max, 1, integer=True)
+        for name in ("o_th", "s_th", "makespan_o_th"):
+            check_number(name, getattr(self, name), 0, 1, high_open=True)
+        for name in ("c_max", "makespan_c_max"):
+            check_number(name, getattr(self, name), 1, integer=True)
         check_number("priority_alpha", self.priority_alpha, 1)
         check_number("resize_gain", self.resize_gain, 0)
         check_number("idle_gain", self.idle_gain, 0)
@@ -140,3 +153,8 @@ class Tunables:
         check_number("resources_refresh_s", self.resources_refresh_s, 0, unit="seconds")
         check_number("outside_settle_s", self.outside_settle_s, 0, unit="seconds")
         check_number("oom_share_growth", self.oom_share_growth, 1, low_open=True)
+
+
+#: Every constant at its default, for the signatures that need a value (``PolicyConfig``,
+#: ``fluid.core.overheads``, the profiler).
+DEFAULTS = Tunables()

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from fluid.core import S_TH, PolicyConfig, Tunables
+from fluid.core import PolicyConfig, Tunables
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.limits import check_base
 from fluid.tune._bridge.resources import ResourceView
@@ -77,7 +77,8 @@ class FluidExecutor(TrialScheduler):
             measured).
         o_th: ``O_th``, least marginal benefit to pack one more trial on a GPU (``None``:
             ``Tunables.o_th = 0.4``: two trials share a GPU only if ``alpha_i < 1.2``).
-        s_th: least marginal benefit to add one more worker to a gang.
+        s_th: least marginal benefit to add one more worker to a gang (``None``:
+            ``Tunables.s_th = 0.05``).
         c_max: most trials on one GPU whatever is measured (``None``: ``Tunables.c_max = 2``).
         gpu_memory: GB of one GPU; with ``trial_memory`` packing never exceeds it.
         trial_memory: GB one trial needs on a GPU (``None``: from reported
@@ -118,8 +119,8 @@ class FluidExecutor(TrialScheduler):
             gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
             verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.
         tunables: the constants of the policy, its estimates and its bookkeeping
-            (``fluid.core.Tunables``; ``o_th``, ``c_max`` and ``default_iteration_time``
-            given here replace its fields).
+            (``fluid.core.Tunables``; ``o_th``, ``s_th``, ``c_max`` and
+            ``default_iteration_time`` given here replace its fields).
         clock: monotonic clock in seconds (injected by the simulator).
         resources: where the cluster's GPUs (and CPUs, when the view has ``cpus()``) are read
             (injected by the simulator).
@@ -141,7 +142,7 @@ class FluidExecutor(TrialScheduler):
         d: int | None = None,
         eps: float | None = None,
         o_th: float | None = None,
-        s_th: float = S_TH,
+        s_th: float | None = None,
         c_max: int | None = None,
         gpu_memory: float | None = None,
         trial_memory: float | None = None,

@@ -1,8 +1,8 @@
 """FluidExecutor's options, validated once: a bad value raises ``FluidConfigError`` naming it.
 
 The options map onto the two configs of ``fluid.core``: ``PolicyConfig`` (``c``, ``d``,
-``o_th``, ``s_th``, ``c_max``, ``gpu_memory``) and ``Tunables`` (``o_th``, ``c_max`` and
-``default_iteration_time`` are its fields; ``None`` keeps the tunables' value).
+``o_th``, ``s_th``, ``c_max``, ``gpu_memory``) and ``Tunables`` (``o_th``, ``s_th``, ``c_max``
+and ``default_iteration_time`` are its fields; ``None`` keeps the tunables' value).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fluid.core import S_TH, PolicyConfig, Tunables, check_number
+from fluid.core import PolicyConfig, Tunables, check_number
 
 
 class FluidConfigError(ValueError):
@@ -31,7 +31,7 @@ class FluidOptions:
 
     ``alpha`` and ``beta`` here are the prior overheads (``None``: the estimator's conservative
     prior); the estimator sharpens them per trial.
-    ``tunables`` is the ``fluid.core.Tunables`` with ``o_th``, ``c_max`` and
+    ``tunables`` is the ``fluid.core.Tunables`` with ``o_th``, ``s_th``, ``c_max`` and
     ``default_iteration_time`` set when given; ``policy`` the ``fluid.core.PolicyConfig`` built
     from ``c``, ``d``, ``o_th``, ``s_th``, ``c_max`` and ``gpu_memory`` (its ``eps`` is set per
     plan from the measured resize cost).
@@ -43,7 +43,7 @@ class FluidOptions:
     d: int | None = None
     eps: float | None = None
     o_th: float | None = None
-    s_th: float = S_TH
+    s_th: float | None = None
     c_max: int | None = None
     gpu_memory: float | None = None
     trial_memory: float | None = None
@@ -78,11 +78,11 @@ class FluidOptions:
             if not (isinstance(flag, bool) or (none_ok and flag is None)):
                 allowed = "True, False or None" if none_ok else "True or False"
                 raise FluidConfigError(f"{name} must be {allowed}, got {flag!r}")
-        given = {k: v for k in ("o_th", "c_max", "default_iteration_time")
+        given = {k: v for k in ("o_th", "s_th", "c_max", "default_iteration_time")
                  if (v := getattr(self, k)) is not None}
         try:
             tunables = replace(self.tunables or Tunables(), **given)
-            policy = PolicyConfig(c=self.c, d=self.d, eps=0.0, o_th=tunables.o_th, s_th=self.s_th,
+            policy = PolicyConfig(c=self.c, d=self.d, eps=0.0, o_th=tunables.o_th, s_th=tunables.s_th,
                                   c_max=tunables.c_max, gpu_memory=self.gpu_memory)
         except ValueError as e:
             raise FluidConfigError(str(e)) from None

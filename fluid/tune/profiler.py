@@ -33,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fluid.core import O_TH, S_TH, fit_alpha, fit_beta, packing_limit, scaling_limit
+from fluid.core import fit_alpha, fit_beta, packing_limit, scaling_limit
+from fluid.core.tunables import DEFAULTS
 from fluid.tune._bridge.shapes import is_elastic_class, shape_for
 
 #: What a ``fluid.train`` trainable reports its peak GPU memory as (bytes).
@@ -90,7 +91,8 @@ class Profile:
 
     @classmethod
     def measured(cls, pack_times: dict[int, float], gang_times: dict[int, float],
-                 o_th: float = O_TH, s_th: float = S_TH, elastic: bool = True,
+                 o_th: float = DEFAULTS.makespan_o_th, s_th: float = DEFAULTS.s_th,
+                 elastic: bool = True,
                  **kw: Any) -> Profile:
         """The profile of these times: ``alpha`` of the pair, ``alpha_p`` of every degree,
         ``c`` and ``d`` from each degree's and width's own throughput."""
@@ -178,8 +180,8 @@ def profile(
     max_pack: int = 4,
     max_workers: int = 4,
     cpus_per_trial: float = 0.5,
-    o_th: float = O_TH,
-    s_th: float = S_TH,
+    o_th: float = DEFAULTS.makespan_o_th,
+    s_th: float = DEFAULTS.s_th,
     cache: str | None = DEFAULT_CACHE,
     refresh: bool = False,
     progress: Callable[[str], None] | None = None,

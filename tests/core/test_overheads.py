@@ -9,9 +9,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fluid.core import (
-    C_MAX,
-    O_TH,
-    S_TH,
     PolicyConfig,
     TrialSpec,
     c_from_alpha,
@@ -22,10 +19,15 @@ from fluid.core import (
     scaling_limit,
 )
 from fluid.core.overheads import marginal_benefits
+from fluid.core.tunables import DEFAULTS
+
+O_TH, S_TH, C_MAX = DEFAULTS.makespan_o_th, DEFAULTS.s_th, DEFAULTS.makespan_c_max
 
 
-def test_defaults_are_documented_values() -> None:
+def test_the_makespan_thresholds_are_policy_configs_defaults() -> None:
     assert (O_TH, S_TH, C_MAX) == (0.10, 0.05, 8)
+    config = PolicyConfig()
+    assert (config.o_th, config.s_th, config.c_max) == (O_TH, S_TH, C_MAX)
 
 
 def test_packing_limit_from_measured_iteration_times() -> None:
