@@ -41,7 +41,7 @@ def _one_line_naming(message: str, name: str) -> None:
 
 #: (option, bad value): refused with FluidConfigError naming the option. The second half was
 #: accepted (or refused with a TypeError) before the options were checked with
-#: fluid.core.check_number (finite, range, integer) and the flags as bools.
+#: fluid.core.checks.check_number (finite, range, integer) and the flags as bools.
 EXECUTOR_REFUSED = [
     ("alpha", 0.5), ("alpha", math.nan), ("beta", 0.9), ("c", 0), ("c", 2.5), ("c", math.inf),
     ("d", 0), ("d", 1.5), ("eps", -1.0), ("eps", math.nan), ("o_th", 1.5), ("o_th", -0.1),

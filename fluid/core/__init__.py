@@ -15,14 +15,12 @@ Example:
     12.0
 """
 
-from fluid.core.bounds import best_found, lower_bound, policy_lower_bound
-from fluid.core.checks import check_number
+from fluid.core.bounds import lower_bound, policy_lower_bound
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
 from fluid.core.gpus import GpuPool
 from fluid.core.groupsim import POLICIES, GroupSchedule, Segment, play_fixed, simulate_group
-from fluid.core.guard import is_safe, plain_time, plan_time
-from fluid.core.model import TrialSpec, allowed_widths, gpus_of, is_packed, slowdown
+from fluid.core.model import TrialSpec, allowed_widths, slowdown
 from fluid.core.overheads import (
     c_from_alpha,
     d_from_beta,
@@ -31,29 +29,8 @@ from fluid.core.overheads import (
     packing_limit,
     scaling_limit,
 )
-from fluid.core.packing import in_flight_bound, is_leader, pair_probes
-from fluid.core.policy import (
-    LiveTrial,
-    TrialFacts,
-    first_result_due,
-    group_load,
-    is_probe_candidate,
-    may_probe,
-    probe_gangs,
-    replan_due,
-    resize_group,
-    trial_limits,
-    undo_slow_gangs,
-    unpack_leaders,
-)
-from fluid.core.static import (
-    Assignment,
-    StaticPlan,
-    start_in_order,
-    start_while_room,
-    static_fluid,
-    water_fill,
-)
+from fluid.core.policy import LiveTrial, TrialFacts, resize_group, trial_limits
+from fluid.core.static import Assignment, StaticPlan, static_fluid, water_fill
 from fluid.core.tunables import Tunables
 
 __all__ = [
@@ -72,40 +49,20 @@ __all__ = [
     "TrialSpec",
     "Tunables",
     "allowed_widths",
-    "best_found",
     "c_from_alpha",
-    "check_number",
     "d_from_beta",
     "dynamic_fluid",
-    "first_result_due",
     "fit_alpha",
     "fit_beta",
-    "gpus_of",
-    "group_load",
-    "in_flight_bound",
-    "is_leader",
-    "is_packed",
-    "is_probe_candidate",
-    "is_safe",
     "lower_bound",
-    "may_probe",
-    "pair_probes",
     "packing_limit",
-    "plain_time",
-    "plan_time",
     "play_fixed",
     "policy_lower_bound",
-    "probe_gangs",
-    "replan_due",
     "resize_group",
     "scaling_limit",
     "simulate_group",
     "slowdown",
-    "start_in_order",
-    "start_while_room",
     "static_fluid",
     "trial_limits",
-    "undo_slow_gangs",
-    "unpack_leaders",
     "water_fill",
 ]

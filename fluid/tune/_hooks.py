@@ -18,7 +18,8 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
-from fluid.core import Tunables, in_flight_bound
+from fluid.core import Tunables
+from fluid.core.packing import in_flight_bound
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge import actions, admission
 from fluid.tune._bridge.base import base_view, eligible
@@ -298,7 +299,7 @@ class TuneHooks:
 
     def _in_flight_bound(self) -> int:
         """``max_outstanding``, else what the GPUs run at the speed of one trial alone
-        (``fluid.core.in_flight_bound``) with fresh trials packed as an unmeasured one would be
+        (``fluid.core.packing.in_flight_bound``) with fresh trials packed as an unmeasured one would be
         now, and a mate for each packing probe waiting for one."""
         if self.options.max_outstanding is not None:
             return self.options.max_outstanding

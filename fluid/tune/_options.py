@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fluid.core import PolicyConfig, Tunables, check_number
+from fluid.core import PolicyConfig, Tunables
+from fluid.core.checks import check_number
 
 
 class FluidConfigError(ValueError):

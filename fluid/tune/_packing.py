@@ -6,7 +6,7 @@
   its GPU runs as a whole GPU), and its sample says nothing about packing when that changed
   meanwhile. With MPS active-thread percentages set (``shares_enforced``), a share is what it
   runs at;
-* **probes** (``fluid.core.pair_probes``): without a profile a trial nothing is measured about
+* **probes** (``fluid.core.packing.pair_probes``): without a profile a trial nothing is measured about
   is assumed not to gain from sharing (the conservative prior), so nothing would ever be
   packed, nor measured; while fewer than ``Tunables.probe_pairs`` trials have their own
   ``alpha_i``, pairs of trials the algorithm does not wait on are packed to measure it: a host
@@ -16,8 +16,8 @@
 
 from __future__ import annotations
 
-from fluid.core import GpuPool, TrialFacts, pair_probes, trial_limits
-from fluid.core.packing import HOST_ITERATIONS, PROBE_SHARE
+from fluid.core import GpuPool, TrialFacts, trial_limits
+from fluid.core.packing import HOST_ITERATIONS, PROBE_SHARE, pair_probes
 from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import LIVE, Phase, TrialRecord, TrialStore

@@ -32,17 +32,10 @@ from typing import Any
 
 from ray.tune.experiment import Trial
 
-from fluid.core import (
-    GpuPool,
-    PolicyConfig,
-    Tunables,
-    first_result_due,
-    replan_due,
-    start_while_room,
-    static_fluid,
-    water_fill,
-)
+from fluid.core import GpuPool, PolicyConfig, Tunables, static_fluid, water_fill
 from fluid.core.packing import PROBE_SHARE
+from fluid.core.policy import first_result_due, replan_due
+from fluid.core.static import start_while_room
 from fluid.core.tolerances import CPU_TOL
 from fluid.tune._bridge.resources import ResourceView, cpus_of_view
 from fluid.tune._bridge.shapes import describe
@@ -132,7 +125,7 @@ class Planner:
 
     def replan_batched(self, gid: int) -> None:
         """Have DynamicFluid look at group ``gid`` again once enough has changed
-        (``fluid.core.replan_due``): for events that each change little in a large group (a
+        (``fluid.core.policy.replan_due``): for events that each change little in a large group (a
         trial's first iteration at a new share, a trial leaving a GPU it shared). What is not
         planned yet is in the group's next re-plan at the latest (a GPU freed, a first
         iteration that may earn its trial a GPU, a gang's first at a new width, a rung)."""

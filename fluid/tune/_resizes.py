@@ -14,15 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fluid.core import (
-    GpuPool,
-    PolicyConfig,
-    Tunables,
+from fluid.core import GpuPool, PolicyConfig, Tunables, resize_group
+from fluid.core.policy import (
     group_load,
     is_probe_candidate,
     may_probe,
     probe_gangs,
-    resize_group,
     undo_slow_gangs,
     unpack_leaders,
 )
@@ -63,7 +60,7 @@ class Resizes:
             self.pending.pop(rec.trial_id, None)
 
     def unpack(self, pool: GpuPool) -> GpuPool:
-        """Running leaders on a share onto a whole GPU (``fluid.core.unpack_leaders``)."""
+        """Running leaders on a share onto a whole GPU (``fluid.core.policy.unpack_leaders``)."""
         running = [r for r in self._store.in_phase(_RUNNING)
                    if r.width and r.width < 1 and r.trial_id not in self.pending]
         if not running:

@@ -10,15 +10,8 @@ the live trials with a width are indexed by group from the same changes.
 
 from __future__ import annotations
 
-from fluid.core import (
-    LiveTrial,
-    PolicyConfig,
-    TrialFacts,
-    TrialSpec,
-    Tunables,
-    is_leader,
-    trial_limits,
-)
+from fluid.core import LiveTrial, PolicyConfig, TrialFacts, TrialSpec, Tunables, trial_limits
+from fluid.core.packing import is_leader
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import LIVE, SEQ, Phase, TrialRecord, TrialStore, stop_of
 
@@ -123,7 +116,7 @@ class SpecCache:
             ray_train=rec.ray_train, w_max=rec.w_max)
 
     def leads(self, rec: TrialRecord) -> bool:
-        """Whether the trial leads (``fluid.core.is_leader``)."""
+        """Whether the trial leads (``fluid.core.packing.is_leader``)."""
         return is_leader(rec.priority, self._runs_to_end(rec))
 
     def fresh_c(self) -> int:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fluid.core import PolicyConfig, TrialSpec, best_found, lower_bound, policy_lower_bound
-from fluid.core.bounds import BEST_MAX_GPUS, BEST_MAX_TRIALS
+from fluid.core import PolicyConfig, TrialSpec, lower_bound, policy_lower_bound
+from fluid.core.bounds import BEST_MAX_GPUS, BEST_MAX_TRIALS, best_found
 from fluid.core.groupsim import simulate_group
 from fluid.core.instance import figure5
 

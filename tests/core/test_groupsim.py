@@ -6,15 +6,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fluid.core import (
-    POLICIES,
-    PolicyConfig,
-    TrialSpec,
-    best_found,
-    lower_bound,
-    play_fixed,
-    simulate_group,
-)
+from fluid.core import POLICIES, PolicyConfig, TrialSpec, lower_bound, play_fixed, simulate_group
+from fluid.core.bounds import best_found
 from fluid.core.instance import figure5
 
 from .strategies import assert_schedule_feasible, configs, trial_lists

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fluid.core import TrialSpec, is_safe, plain_time, plan_time
+from fluid.core import TrialSpec
+from fluid.core.guard import is_safe, plain_time, plan_time
 
 
 def _specs():

@@ -7,7 +7,8 @@ import math
 import pytest
 from hypothesis import given, settings
 
-from fluid.core import TrialSpec, allowed_widths, gpus_of, is_packed, slowdown
+from fluid.core import TrialSpec, allowed_widths, slowdown
+from fluid.core.model import gpus_of, is_packed
 
 from .strategies import alphas, betas, runtimes
 

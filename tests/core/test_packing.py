@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from fluid.core import (
-    GpuPool,
-    LiveTrial,
-    TrialSpec,
-    Tunables,
-    in_flight_bound,
-    is_leader,
-    pair_probes,
-    unpack_leaders,
-)
+from fluid.core import GpuPool, LiveTrial, TrialSpec, Tunables
+from fluid.core.packing import in_flight_bound, is_leader, pair_probes
+from fluid.core.policy import unpack_leaders
 
 T = Tunables()
 

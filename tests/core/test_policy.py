@@ -19,14 +19,16 @@ from fluid.core import (
     TrialFacts,
     TrialSpec,
     Tunables,
+    resize_group,
+    trial_limits,
+)
+from fluid.core.policy import (
     first_result_due,
     group_load,
     is_probe_candidate,
     may_probe,
     probe_gangs,
     replan_due,
-    resize_group,
-    trial_limits,
     undo_slow_gangs,
 )
 

@@ -14,7 +14,6 @@ from fluid.core import (
     RunningTrial,
     TrialSpec,
     dynamic_fluid,
-    start_in_order,
     static_fluid,
     water_fill,
 )
@@ -22,6 +21,7 @@ from fluid.core.groupsim import simulate_group
 from fluid.core.growth import hand_out, widen_shares
 from fluid.core.instance import figure5
 from fluid.core.model import is_packed
+from fluid.core.static import start_in_order
 
 from .strategies import assert_pool_feasible, configs, trial_lists
 from .test_static_reference import reference_widths

@@ -15,9 +15,10 @@ import math
 import numpy as np
 import pytest
 
-from fluid.core import GpuPool, PolicyConfig, TrialSpec, start_in_order, static_fluid
+from fluid.core import GpuPool, PolicyConfig, TrialSpec, static_fluid
 from fluid.core.growth import hand_out
 from fluid.core.model import is_packed
+from fluid.core.static import start_in_order
 
 TOL = 1e-9
 
