@@ -9,7 +9,8 @@
 * no mixins: no ``self`` parameter annotated with a class (a helper class reaching into the
   state of the class it is mixed into), no class that inherits from a helper class of a sibling
   private module;
-* modules stay under 400 lines and functions under 60 (lines of code after the docstring).
+* modules stay under 400 lines and functions under 60 (lines of code after the docstring);
+* no import cycle between modules of ``fluid`` (a package importing its own submodules aside).
 """
 
 from __future__ import annotations
@@ -130,6 +131,63 @@ def test_ray_private_access_lives_in_ray_compat() -> None:
         for imp in _ray_private_imports(path)
     )
     assert bad == []
+
+
+def module_edges(path: Path) -> set[str]:
+    """The modules of ``fluid`` that ``path`` imports by name: ``from pkg import mod`` is an
+    edge to ``pkg.mod`` (its package is only being initialized), ``from mod import name`` one
+    to ``mod``."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names if alias.name in MODULES)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.update([sub] if sub in MODULES else [base] if base in MODULES else [])
+    return out
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert "fluid.tune._ray_compat" in module_edges(FLUID / "tune" / "_hooks.py")
+    graph = {name: module_edges(path) for name, path in MODULES.items()}
+    assert import_cycles(graph) == []
 
 
 MAX_MODULE_LINES = 400

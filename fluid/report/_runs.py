@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fluid.report._errors import ReportError
+from fluid.report._tune import is_tune_experiment, load_tune_experiment
+
 RUN_FILE = "run.json"
-
-
-class ReportError(ValueError):
-    """A run directory or record cannot be plotted; the message says why."""
 
 
 def load_runs(
@@ -25,8 +24,6 @@ def load_runs(
     ``metric``/``mode`` if given, else the experiment's. Each record gets ``_path``. Raises
     :class:`ReportError` for a directory that is neither or a file that is not a record.
     """
-    from fluid.report._tune import is_tune_experiment, load_tune_experiment
-
     if not paths:
         raise ReportError("no results directory given")
     runs = []

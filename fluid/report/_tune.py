@@ -25,7 +25,7 @@ import pickletools
 from pathlib import Path
 from typing import Any
 
-from fluid.report._runs import ReportError
+from fluid.report._errors import ReportError
 
 RESULT_FILE = "result.json"
 STATE_GLOB = "experiment_state-*.json"
