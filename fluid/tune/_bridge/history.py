@@ -29,6 +29,12 @@ from typing import Any
 from ray.tune.callback import Callback
 
 from fluid.tune import _ray_compat as compat
+from fluid.tune._bridge.result_files import (
+    PROGRESS_CSV,
+    RESULT_JSON,
+    restart_iteration,
+    result_file_copies,
+)
 
 logger = logging.getLogger("fluid")
 
@@ -82,7 +88,7 @@ def trim_progress_csv(text: str, last: int) -> str | None:
     return out.getvalue()
 
 
-TRIMMERS = {compat.RESULT_JSON: trim_result_json, compat.PROGRESS_CSV: trim_progress_csv}
+TRIMMERS = {RESULT_JSON: trim_result_json, PROGRESS_CSV: trim_progress_csv}
 
 
 def _read(path: str, fs: Any) -> str:
@@ -99,8 +105,8 @@ def _read(path: str, fs: Any) -> str:
 def last_iteration_stored(trial: Any) -> int:
     """The last iteration in either copy of the trial's ``result.json`` (0: none)."""
     last = 0
-    for name, path, fs in compat.result_file_copies(trial):
-        if name != compat.RESULT_JSON:
+    for name, path, fs in result_file_copies(trial):
+        if name != RESULT_JSON:
             continue
         for line in _read(path, fs).splitlines():
             try:
@@ -139,10 +145,10 @@ class RestartTrim(Callback):
         self.trims: list[tuple[str, int, tuple[str, ...]]] = []
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        last = compat.restart_iteration(trial)
+        last = restart_iteration(trial)
         if last is None:  # another trial's checkpoint (PBT): its own rows stay
             return
-        copies = compat.result_file_copies(trial)
+        copies = result_file_copies(trial)
         if all(_trimmed(*copy, last) is None for copy in copies):
             return
         # A sync still uploading the driver's copy must not put the dropped rows back.

@@ -39,6 +39,7 @@ from fluid.tune._bridge.history import (
     install_restart_trim,
     last_iteration_stored,
 )
+from fluid.tune._bridge.result_files import checkpoint_iteration, restart_iteration
 
 logger = logging.getLogger("fluid")
 
@@ -65,8 +66,8 @@ class Delivered:
     def starting(self, trial: Any) -> None:
         """A trial starts: learn where it restarts from (the same answer for every wrapper)."""
         tid = trial.trial_id
-        if compat.restart_iteration(trial) is None:  # another trial's checkpoint (PBT)
-            self.last[tid] = compat.checkpoint_iteration(trial)
+        if restart_iteration(trial) is None:  # another trial's checkpoint (PBT)
+            self.last[tid] = checkpoint_iteration(trial)
         elif tid not in self.last:  # first seen: a new trial, or one of a restored driver
             restored = int(trial.last_result.get(ITERATION, 0) or 0)
             self.last[tid] = max(restored, last_iteration_stored(trial))
