@@ -5,7 +5,9 @@
 * ``fluid.sim`` does not import ``fluid.cli`` (the command line sits on top of the simulator);
 * what runs inside a trial (``fluid.train``, ``fluid.gpu``) does not import the driver's layers
   (``fluid.tune``, ``fluid.sim``, ``fluid.cli``), and ``fluid.tune`` not the simulator's;
-* Ray-private names and modules are imported by ``fluid.tune._ray_compat`` only;
+* Ray-private names and modules are imported by ``fluid.tune._ray_compat`` only, and Ray's
+  private attributes are read there only (the overrides of Ray's private methods are checked
+  in ``tests/tune/test_ray_compat.py``);
 * no mixins: no ``self`` parameter annotated with a class (a helper class reaching into the
   state of the class it is mixed into), no class that inherits from a helper class of a sibling
   private module;
@@ -188,6 +190,45 @@ def test_no_import_cycles() -> None:
     assert "fluid.tune._ray_compat" in module_edges(FLUID / "tune" / "_hooks.py")
     graph = {name: module_edges(path) for name, path in MODULES.items()}
     assert import_cycles(graph) == []
+
+
+def _private_names_defined(tree: ast.Module) -> set[str]:
+    """Every private name a module of ``fluid`` defines: its attributes, functions, classes,
+    parameters and imports."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return {n for n in names if n.startswith("_")}
+
+
+#: Private attributes of the standard library that fluid reads, each with why.
+STDLIB_PRIVATE = {
+    "_SubParsersAction",  # argparse's type of add_subparsers(), for annotations
+}
+
+
+def test_ray_private_attributes_are_read_in_ray_compat_only() -> None:
+    # Fluid's own private names are those some module of fluid defines; any other private
+    # attribute read outside _ray_compat is another library's (Ray's) state.
+    own = set().union(*(_private_names_defined(tree) for tree in TREES.values())) | STDLIB_PRIVATE
+    assert {"_trial_info", "_cumul_r", "_tune_controller"} - own  # the reader sees Ray's
+    reads = sorted(
+        f"{name}:{node.lineno} reads .{node.attr}"
+        for name, tree in TREES.items() if name != "fluid.tune._ray_compat"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+        and not node.attr.startswith("__") and node.attr not in own
+    )
+    assert reads == []
 
 
 MAX_MODULE_LINES = 400

@@ -8,6 +8,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler as _RayASHAScheduler
 from ray.tune.schedulers import TrialScheduler
 
+from fluid.tune import _ray_compat as compat
 from fluid.tune._group import TrialGroupMixin
 
 GROUP = "asha"
@@ -22,29 +23,26 @@ class ASHAScheduler(TrialGroupMixin, _RayASHAScheduler):
     rungs it was promoted past: Fluid never packs a promoted trial.
     """
 
-    def _next_milestone(self, trial: Trial, progress: float) -> float | None:
-        """The first milestone past ``progress``; ``None`` for a trial ASHA does not track."""
-        bracket = self._trial_info.get(trial.trial_id)
-        if bracket is None:  # completed or removed (Ray continues such trials): no budget
-            return None
-        ahead = [m for m, _ in bracket._rungs if m > progress]
-        return min(ahead) if ahead else self._max_t
-
     def _declare(self, trial: Trial, progress: float, result: dict | None = None) -> None:
-        until = self._next_milestone(trial, progress)
-        if until is not None:
-            bracket = self._trial_info[trial.trial_id]
-            passed = sum(1 for m, _ in bracket._rungs if 0 < m <= progress)
-            self.new_trial_group([trial], until, GROUP, time_attr=self._time_attr,
-                                 progress={trial.trial_id: result} if result else None,
-                                 priority=passed)
+        """The trial's budget: the first milestone past ``progress`` (``max_t`` past the last);
+        none for a trial ASHA no longer tracks (completed or removed: Ray continues it)."""
+        rungs = compat.asha_rungs(self, trial)
+        if rungs is None:
+            return
+        milestones, max_t = rungs
+        ahead = [m for m in milestones if m > progress]
+        passed = sum(1 for m in milestones if 0 < m <= progress)
+        self.new_trial_group([trial], min(ahead) if ahead else max_t, GROUP,
+                             time_attr=compat.time_attr(self),
+                             progress={trial.trial_id: result} if result else None,
+                             priority=passed)
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)
-        self._declare(trial, float(trial.last_result.get(self._time_attr, 0) or 0))
+        self._declare(trial, float(trial.last_result.get(compat.time_attr(self), 0) or 0))
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         action = super().on_trial_result(tune_controller, trial, result)
-        if action == TrialScheduler.CONTINUE and self._time_attr in result:
-            self._declare(trial, float(result[self._time_attr]), result)
+        if action == TrialScheduler.CONTINUE and compat.time_attr(self) in result:
+            self._declare(trial, float(result[compat.time_attr(self)]), result)
         return action

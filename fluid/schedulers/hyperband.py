@@ -9,10 +9,11 @@ from ray.tune.schedulers import HyperBandForBOHB as _RayHyperBandForBOHB
 from ray.tune.schedulers import HyperBandScheduler as _RayHyperBandScheduler
 from ray.tune.schedulers import TrialScheduler
 
+from fluid.tune import _ray_compat as compat
 from fluid.tune._group import TrialGroupMixin
 
 
-class _RungGroups(TrialGroupMixin):
+class _RungGroups(TrialGroupMixin, compat.RungHalving):
     """Declares a bracket's first rung as trials arrive and every rung's survivors after it.
 
     A rung's group is named by the bracket's index in this scheduler (brackets are numbered
@@ -31,28 +32,26 @@ class _RungGroups(TrialGroupMixin):
 
     def _bracket_label(self, bracket: Any) -> str:
         index = self._bracket_index.setdefault(bracket, len(self._bracket_index))
-        return f"bracket {index} r={bracket._cumul_r}"
+        return f"bracket {index} r={compat.bracket_milestone(bracket)}"
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)
-        bracket, _ = self._trial_info[trial]
-        self.new_trial_group([trial], bracket._cumul_r, self._bracket_label(bracket),
-                             time_attr=self._time_attr)
+        bracket = compat.hyperband_bracket(self, trial)
+        self.new_trial_group([trial], compat.bracket_milestone(bracket),
+                             self._bracket_label(bracket), time_attr=compat.time_attr(self))
 
-    def _process_bracket(self, tune_controller: Any, bracket: Any) -> str:
-        milestone = bracket._cumul_r
-        action = super()._process_bracket(tune_controller, bracket)
-        if bracket._cumul_r != milestone:  # a rung was halved: its survivors go on together
-            survivors = [
-                t
-                for t in bracket.current_trials()
-                if t.status not in (Trial.TERMINATED, Trial.ERROR) and bracket.continue_trial(t)
-            ]
-            rung = self._rung_index[bracket] = self._rung_index.get(bracket, 0) + 1
-            if survivors:
-                self.new_trial_group(survivors, bracket._cumul_r, self._bracket_label(bracket),
-                                     time_attr=self._time_attr, priority=rung)
-        return action
+    def rung_halved(self, bracket: Any) -> None:
+        """A rung was halved: its survivors go on together, to the next milestone."""
+        survivors = [
+            t
+            for t in bracket.current_trials()
+            if t.status not in (Trial.TERMINATED, Trial.ERROR) and bracket.continue_trial(t)
+        ]
+        rung = self._rung_index[bracket] = self._rung_index.get(bracket, 0) + 1
+        if survivors:
+            self.new_trial_group(survivors, compat.bracket_milestone(bracket),
+                                 self._bracket_label(bracket), time_attr=compat.time_attr(self),
+                                 priority=rung)
 
 
 class HyperBandScheduler(_RungGroups, _RayHyperBandScheduler):
@@ -76,12 +75,12 @@ class SyncBOHB(_RungGroups, _RayHyperBandForBOHB):
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         result["hyperband_info"] = {}
-        bracket, _ = self._trial_info[trial]
+        bracket = compat.hyperband_bracket(self, trial)
         bracket.update_trial_stats(trial, result)
         if bracket.continue_trial(trial):
             return TrialScheduler.CONTINUE
-        result["hyperband_info"]["budget"] = bracket._cumul_r
-        action = self._process_bracket(tune_controller, bracket)
+        result["hyperband_info"]["budget"] = compat.bracket_milestone(bracket)
+        action = self.process_bracket(tune_controller, bracket)
         if action == TrialScheduler.PAUSE:
             tune_controller.search_alg.searcher.on_pause(trial.trial_id)
         return action

@@ -7,6 +7,7 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining as _RayPBT
 
+from fluid.tune import _ray_compat as compat
 from fluid.tune._group import TrialGroupMixin
 
 GROUP = "population"
@@ -30,12 +31,13 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
     """
 
     def _declare(self, trial: Trial, result: dict | None = None) -> None:
-        state = self._trial_state[trial]
-        self.new_trial_group(
-            [trial], state.last_perturbation_time + self._perturbation_interval, GROUP,
-            time_attr=self._time_attr, progress={trial.trial_id: result} if result else None,
-            keep_shape=True,
-        )
+        """The trial's budget: its next perturbation (none for a trial PBT does not track)."""
+        until = compat.pbt_next_perturbation(self, trial)
+        if until is not None:
+            self.new_trial_group(
+                [trial], until, GROUP, time_attr=compat.time_attr(self),
+                progress={trial.trial_id: result} if result else None, keep_shape=True,
+            )
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         super().on_trial_add(tune_controller, trial)
@@ -43,6 +45,5 @@ class PopulationBasedTraining(TrialGroupMixin, _RayPBT):
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         action = super().on_trial_result(tune_controller, trial, result)
-        if trial in self._trial_state:
-            self._declare(trial, result)
+        self._declare(trial, result)
         return action

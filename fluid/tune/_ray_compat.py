@@ -255,6 +255,68 @@ def wait_for_storage_sync(controller: Any) -> None:
     controller._storage.syncer.wait()
 
 
+# ---------------------------------------------------------------------- Ray's schedulers
+# Fluid's adapted schedulers (``fluid.schedulers``) subclass Ray's and name each trial's budget
+# (its next rung, its next perturbation) from the state Ray keeps private.
+
+def time_attr(scheduler: Any) -> str:
+    """The result key a Ray scheduler counts budgets in (kept in ``_time_attr``)."""
+    return scheduler._time_attr
+
+
+def asha_rungs(scheduler: Any, trial: Any) -> tuple[list[float], float] | None:
+    """The rung milestones of ``trial``'s ASHA bracket and ``max_t`` (``None``: untracked).
+
+    Why: ``ASHAScheduler._trial_info`` maps a trial id to its ``_Bracket``, whose ``_rungs``
+    are ``(milestone, recorded)`` pairs; ``_max_t`` ends the last rung.
+    """
+    bracket = scheduler._trial_info.get(trial.trial_id)
+    return None if bracket is None else ([m for m, _ in bracket._rungs], scheduler._max_t)
+
+
+def hyperband_bracket(scheduler: Any, trial: Any) -> Any:
+    """``trial``'s bracket in Ray's HyperBand (``_trial_info[trial]``: ``(bracket, band)``)."""
+    return scheduler._trial_info[trial][0]
+
+
+def bracket_milestone(bracket: Any) -> float:
+    """The milestone a HyperBand bracket's current rung runs to (``_Bracket._cumul_r``)."""
+    return bracket._cumul_r
+
+
+class RungHalving:
+    """Put before a Ray HyperBand class: ``rung_halved(bracket)`` runs after each halving.
+
+    Why: Ray's HyperBand halves a complete rung in its private ``_process_bracket`` (from its
+    result, removal and choose hooks); no public hook says that a rung was halved.
+    """
+
+    def _process_bracket(self, tune_controller: Any, bracket: Any) -> str:
+        milestone = bracket._cumul_r
+        action = super()._process_bracket(tune_controller, bracket)  # type: ignore[misc]
+        if bracket._cumul_r != milestone:
+            self.rung_halved(bracket)
+        return action
+
+    def process_bracket(self, tune_controller: Any, bracket: Any) -> str:
+        """Ray's step for a bracket whose trial reached its milestone (may halve the rung)."""
+        return self._process_bracket(tune_controller, bracket)
+
+    def rung_halved(self, bracket: Any) -> None:
+        """Called after Ray halved ``bracket``'s rung (its milestone moved on)."""
+
+
+def pbt_next_perturbation(scheduler: Any, trial: Any) -> float | None:
+    """When Ray's PBT next perturbs ``trial``, in its ``time_attr`` (``None``: untracked).
+
+    Why: ``_trial_state[trial].last_perturbation_time`` plus ``_perturbation_interval``.
+    """
+    state = scheduler._trial_state.get(trial)
+    if state is None:
+        return None
+    return state.last_perturbation_time + scheduler._perturbation_interval
+
+
 #: Each controller's ``forgive`` (kept outside the controller: Tune saves its ``__dict__``).
 _FORGIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

@@ -265,3 +265,48 @@ def test_search_finished_reads_the_controllers_search_algorithm():
     gen = BasicVariantGenerator()
     assert compat.search_finished(SimpleNamespace(_search_alg=gen)) is gen.is_finished()
     assert not compat.search_finished(SimpleNamespace())
+
+
+def test_only_ray_compat_overrides_rays_private_methods():
+    # A class of fluid that subclasses one of Ray's and defines a private method Ray's class
+    # has is reaching into Ray's internals: that lives in _ray_compat (RungHalving).
+    import importlib
+    import pkgutil
+
+    import fluid
+
+    overrides = []
+    for info in pkgutil.walk_packages(fluid.__path__, "fluid."):
+        module = importlib.import_module(info.name)
+        for cls in vars(module).values():
+            if not (isinstance(cls, type) and cls.__module__ == info.name):
+                continue
+            ray_bases = [b for b in cls.__mro__[1:] if b.__module__.split(".")[0] == "ray"]
+            overrides += [f"{cls.__module__}.{cls.__qualname__}.{name}"
+                          for name, value in vars(cls).items()
+                          if name.startswith("_") and not name.startswith("__")
+                          and callable(value) and any(name in vars(b) for b in ray_bases)]
+    assert overrides == []
+    # RungHalving (mixed before Ray's HyperBand classes) is compat's override of that kind.
+    assert "_process_bracket" in vars(compat.RungHalving)
+
+
+def test_rays_scheduler_state_is_where_compat_reads_it():
+    from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
+    from ray.tune.schedulers.async_hyperband import _Bracket as AshaBracket
+    from ray.tune.schedulers.hyperband import _Bracket as HyperBandBracket
+
+    asha = ASHAScheduler(time_attr="epoch", max_t=9, grace_period=1, reduction_factor=3)
+    assert compat.time_attr(asha) == "epoch" and asha._max_t == 9
+    assert "_rungs" in vars(AshaBracket(1, 9, 3, 0))
+    trial = type("FakeTrial", (), {"trial_id": "t"})()  # hashable, as a Trial
+    assert compat.asha_rungs(asha, trial) is None  # not tracked
+    asha._trial_info["t"] = AshaBracket(1, 9, 3, 0)
+    assert compat.asha_rungs(asha, trial) == ([9, 3, 1], 9)
+    assert _params(HyperBandScheduler._process_bracket) == ["self", "tune_controller", "bracket"]
+    assert "self._cumul_r =" in inspect.getsource(HyperBandBracket.__init__)
+    pbt = PopulationBasedTraining(time_attr="epoch", perturbation_interval=4,
+                                  hyperparam_mutations={"lr": [0.1, 0.2]})
+    assert compat.pbt_next_perturbation(pbt, trial) is None
+    pbt._trial_state[trial] = SimpleNamespace(last_perturbation_time=2)
+    assert compat.pbt_next_perturbation(pbt, trial) == 6
