@@ -119,7 +119,8 @@ def _ray_private_imports(path: Path) -> set[str]:
     out = set()
     for imp in imports_of(path):
         parts = imp.split(".")
-        if parts[0] == "ray" and any(p.startswith("_") and not p.startswith("__") for p in parts):
+        if parts[0] == "ray" and any(p == "experimental" or p.startswith("_")
+                                     and not p.startswith("__") for p in parts):
             out.add(imp)
     return out
 

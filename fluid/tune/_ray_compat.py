@@ -29,6 +29,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from ray.tune.callback import CallbackList
 
+# Why: Tune's output engine (its progress reporters) is experimental API: no stable import path.
+from ray.tune.experimental.output import ProgressReporter as ProgressReporter
+from ray.tune.experimental.output import TuneReporterBase
+
 #: The Ray releases Fluid runs on: every minor release from 2.50 to 2.60. pyproject.toml pins
 #: the same range (``tests/tune/test_ray_compat.py`` checks that they agree); the whole suite
 #: runs on the newest, the Tune, Train and scheduler tests also on the oldest (``.ci/run``).
@@ -207,8 +211,6 @@ def tune_verbosity(controller: Any) -> int:
     reporter callback (``_verbosity``) and sets the old engine's global to 0; the old engine
     (``RAY_AIR_NEW_OUTPUT=0``) keeps it in ``ray.tune.utils.log.verbosity``.
     """
-    from ray.tune.experimental.output import ProgressReporter
-
     for callback in callback_list(controller) or []:
         if isinstance(callback, ProgressReporter):
             return int(callback.verbosity)
@@ -224,8 +226,6 @@ def show_result_column(controller: Any, key: str) -> None:
     entries of the results (``_inferred_metric``), so a text entry such as ``fluid_shape``
     never shows; Fluid appends it once that list is filled.
     """
-    from ray.tune.experimental.output import TuneReporterBase
-
     for callback in callback_list(controller) or []:
         columns = getattr(callback, "_inferred_metric", None)
         if isinstance(callback, TuneReporterBase) and columns and key not in columns:

@@ -28,7 +28,6 @@ import logging
 from typing import Any
 
 from ray.tune.callback import Callback
-from ray.tune.experimental.output import ProgressReporter
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.progress_reporter import TrialProgressCallback
 
@@ -44,7 +43,7 @@ from fluid.tune._bridge.result_files import checkpoint_iteration, restart_iterat
 logger = logging.getLogger("fluid")
 
 #: Callbacks that must see every result: trimmed result files, displays.
-UNGATED = (JsonLoggerCallback, CSVLoggerCallback, ProgressReporter, TrialProgressCallback,
+UNGATED = (JsonLoggerCallback, CSVLoggerCallback, compat.ProgressReporter, TrialProgressCallback,
            RestartTrim)
 
 
