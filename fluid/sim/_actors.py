@@ -32,10 +32,11 @@ from fluid.sim._state import (
     SimTrialState,
     _TrainingResult,
 )
-from fluid.sim.cluster import SimCluster, pgf_width
+from fluid.sim.cluster import SimCluster
 from fluid.sim.costs import RestartCosts
 from fluid.sim.truth import fits_memory, iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
+from fluid.tune import width_of
 
 
 class SimActors:
@@ -113,7 +114,7 @@ class SimActors:
         assert trial.status == Trial.PENDING
         self._tokens += 1
         pgf = trial.placement_group_factory
-        self.by_trial[trial] = SimActor(self._tokens, pgf, pgf_width(pgf))
+        self.by_trial[trial] = SimActor(self._tokens, pgf, width_of(pgf))
         self._waiting.append(trial)
         self._placement_dirty = True
 

@@ -37,15 +37,10 @@ from collections.abc import Callable
 from ray.tune import PlacementGroupFactory
 
 from fluid.core import GpuPool
-from fluid.core.shapes import width_of
+from fluid.tune import width_of
 
 #: Most packed trials on one simulated GPU (Ray itself has no limit; Fluid's ``c`` decides).
 MAX_PER_GPU = 64
-
-
-def pgf_width(pgf: PlacementGroupFactory) -> float:
-    """GPUs a placement group asks for in all (a share when below one)."""
-    return width_of(pgf.bundles)
 
 
 class SimCluster:
@@ -109,14 +104,14 @@ class SimCluster:
 
     def fits(self, pgf: PlacementGroupFactory, memory: float | None = None) -> bool:
         """Whether the shape could be placed now."""
-        w = pgf_width(pgf)
+        w = width_of(pgf)
         return w <= 0 or self.pool.fits(w, MAX_PER_GPU, memory)
 
     def place(
         self, trial_id: str, pgf: PlacementGroupFactory, memory: float | None = None
     ) -> float | None:
         """Place a trial's shape; returns its width in GPUs, or ``None`` if it does not fit."""
-        w = pgf_width(pgf)
+        w = width_of(pgf)
         if w > 0:
             self._integrate()
             if self.pool.place(trial_id, w, MAX_PER_GPU, memory) is None:

@@ -83,11 +83,12 @@ from fluid.sim._state import (
     seeded,
 )
 from fluid.sim.clock import SimClock
-from fluid.sim.cluster import SimCluster, pgf_width
+from fluid.sim.cluster import SimCluster
 from fluid.sim.costs import RestartCosts
 from fluid.sim.outcome import RunStats, SimulationStalled
 from fluid.sim.profiling import exact_profile
 from fluid.sim.workloads.base import Workload
+from fluid.tune import width_of
 
 __all__ = [
     "RestartCosts",
@@ -357,7 +358,7 @@ class SimController:
     # ------------------------------------------------------------------ diagnostics
     def _stall_report(self) -> str:
         counts = {s: len(v) for s, v in self._trials.by_status.items() if v}
-        waiting = [(t.trial_id, pgf_width(t.placement_group_factory))
+        waiting = [(t.trial_id, width_of(t.placement_group_factory))
                    for t in self._actors.waiting]
         return (
             f"simulation stalled at t={self.clock():.1f}s: trials by status {counts}, actors "

@@ -133,12 +133,13 @@ def test_fluid_one_gpu_keeps_every_trial_on_one_gpu(monkeypatch):
     from fluid.sim import cluster as cluster_mod
     from fluid.sim.experiment import run_experiment
     from fluid.sim.workloads import get_workload
+    from fluid.tune import width_of
 
     widths: list[float] = []
     place = cluster_mod.SimCluster.place
 
     def recording(self, trial_id, pgf, *args, **kwargs):
-        widths.append(cluster_mod.pgf_width(pgf))
+        widths.append(width_of(pgf))
         return place(self, trial_id, pgf, *args, **kwargs)
 
     monkeypatch.setattr(cluster_mod.SimCluster, "place", recording)
