@@ -31,16 +31,13 @@ import numpy as np
 
 from fluid.sim.truth import iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
-from fluid.tune.profiler import Profile
-
-#: Packing degrees and gang sizes the profiler runs (as ``fluid profile``).
-MAX_PACK = 4
-MAX_GANG = 4
+from fluid.tune.profiler import MAX_PACK, MAX_WORKERS, Profile
 
 
 def profile_config(model: TrialModel, noise: float = 0.02,
                    rng: np.random.Generator | None = None) -> Profile:
-    """Measure ``model``'s truth at 1..MAX_PACK per GPU and 1..MAX_GANG GPUs, then fit."""
+    """Measure ``model``'s truth at 1..MAX_PACK per GPU and 1..MAX_WORKERS GPUs (as
+    ``fluid profile``), then fit."""
     if noise < 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
     rng = rng or np.random.default_rng(0)
@@ -51,7 +48,7 @@ def profile_config(model: TrialModel, noise: float = 0.02,
 
     pack = {p: measured(iteration_time(truth, 1.0 / p, (truth,) * (p - 1)).seconds)
             for p in range(1, MAX_PACK + 1)}
-    gang = {w: measured(iteration_time(truth, float(w)).seconds) for w in range(1, MAX_GANG + 1)}
+    gang = {w: measured(iteration_time(truth, float(w)).seconds) for w in range(1, MAX_WORKERS + 1)}
     return Profile.measured(pack, gang, memory=model.memory_gb, device="simulated")
 
 

@@ -40,6 +40,10 @@ from fluid.tune._bridge.shapes import is_elastic_class, shape_for
 #: What a ``fluid.train`` trainable reports its peak GPU memory as (bytes).
 PEAK_MEMORY_KEY = "fluid_peak_gpu_memory"
 #: Where profiles are cached unless ``cache`` says otherwise.
+#: Packing degrees (1..MAX_PACK per GPU) and gang sizes (1..MAX_WORKERS GPUs) measured by
+#: default: published training measurements of packing and of small gangs stop about there.
+MAX_PACK = 4
+MAX_WORKERS = 4
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "fluid", "profiles.json")
 
 
@@ -177,8 +181,8 @@ def profile(
     config: dict[str, Any],
     *,
     iterations: int = 4,
-    max_pack: int = 4,
-    max_workers: int = 4,
+    max_pack: int = MAX_PACK,
+    max_workers: int = MAX_WORKERS,
     cpus_per_trial: float = 0.5,
     o_th: float = DEFAULTS.makespan_o_th,
     s_th: float = DEFAULTS.s_th,
