@@ -10,10 +10,32 @@ the live trials with a width are indexed by group from the same changes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from fluid.core import LiveTrial, PolicyConfig, TrialFacts, TrialSpec, Tunables, trial_limits
 from fluid.core.packing import is_leader
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import LIVE, SEQ, Phase, TrialRecord, TrialStore, stop_of
+
+
+class SpecInputs(NamedTuple):
+    """What a trial's ``TrialSpec`` is built from (the same inputs: the same spec)."""
+
+    runtime: float  # h_i1: iterations left x one-GPU iteration time
+    alpha: float
+    beta: float
+    c: int
+    d: int
+    memory: float | None
+    w_min: float | None
+
+
+class _Cached(NamedTuple):
+    """A trial's spec, what it was built from, and its ``LiveTrial`` (``None``: not built)."""
+
+    inputs: SpecInputs
+    spec: TrialSpec
+    live: LiveTrial | None
 
 
 class SpecCache:
@@ -31,12 +53,11 @@ class SpecCache:
     def __init__(self, store: TrialStore, estimator: OverheadEstimator, config: PolicyConfig,
                  tunables: Tunables, exact_limits: bool = True) -> None:
         self._store, self._estimator = store, estimator
-        self._config, self._tunables, self._exact = config, tunables, exact_limits
         self.config, self.tunables, self.exact = config, tunables, exact_limits
         self.gpus = 0.0  # ``d_i`` depends on the cluster's GPUs
-        # trial id -> (spec inputs, TrialSpec, LiveTrial or None): rebuilding them for every
-        # live trial at each re-plan dominated its cost.
-        self._specs: dict[str, tuple[tuple, TrialSpec, LiveTrial | None]] = {}
+        # Each trial's cached spec: rebuilding them for every live trial at each re-plan
+        # dominated its cost.
+        self._specs: dict[str, _Cached] = {}
         # Ids whose cached spec (and LiveTrial, if any) is exact without recomputing its
         # inputs: the record is unchanged since and the spec rests on the record alone
         # (``OverheadEstimator.own_inputs``).
@@ -78,28 +99,30 @@ class SpecCache:
         self._sync()
         tid = rec.trial_id
         if tid in self._fresh:
-            return self._specs[tid][1]
+            return self._specs[tid].spec
         est = self._estimator
         until = rec.until if rec.until is not None else self._store.default_until(rec)
         left = max(1, until - rec.iteration)
         if tid in self._settled:  # record unchanged: only what rests on other trials moved
-            inputs = self._specs[tid][0]
-            alpha, beta, c, d, w_min = *inputs[1:5], inputs[6]
+            old = self._specs[tid].inputs
+            alpha, beta, c, d, w_min = old.alpha, old.beta, old.c, old.d, old.w_min
         else:
             alpha, beta = est.alpha_of(rec), est.beta_of(rec)
-            c, d, w_min = trial_limits(self._facts(rec, alpha, beta), self._config,
-                                       self._tunables, self.gpus, self._exact)
-        inputs = (left * est.iteration_time(rec), alpha, beta, c, d, est.memory(rec), w_min)
+            c, d, w_min = trial_limits(self._facts(rec, alpha, beta), self.config,
+                                       self.tunables, self.gpus, self.exact)
+        inputs = SpecInputs(left * est.iteration_time(rec), alpha, beta, c, d, est.memory(rec),
+                            w_min)
         own = rec.until is not None and est.own_inputs(rec)
         cached = self._specs.get(tid)
-        if cached is not None and cached[0] == inputs:
+        if cached is not None and cached.inputs == inputs:
             # A fresh spec's LiveTrial must be built while fresh (``live_trial``).
-            spec, live = cached[1], None if own else cached[2]
-        elif cached is not None and cached[0][1:] == inputs[1:]:  # only h_i1 moved
-            spec, live = cached[1].with_runtime(inputs[0]), None
+            spec, live = cached.spec, None if own else cached.live
+        elif cached is not None and cached.inputs._replace(runtime=inputs.runtime) == inputs:
+            # only h_i1 moved
+            spec, live = cached.spec.with_runtime(inputs.runtime), None
         else:
             spec, live = TrialSpec(tid, *inputs), None
-        self._specs[tid] = (inputs, spec, live)
+        self._specs[tid] = _Cached(inputs, spec, live)
         self._settled.add(tid)
         if own:
             self._fresh.add(tid)
@@ -122,7 +145,7 @@ class SpecCache:
     def fresh_c(self) -> int:
         """``c_i`` a trial nothing is measured about would get now (a fresh one)."""
         facts = TrialFacts(self._estimator.fresh_alpha, self._estimator.prior_beta)
-        return trial_limits(facts, self._config, self._tunables, self.gpus, self._exact)[0]
+        return trial_limits(facts, self.config, self.tunables, self.gpus, self.exact)[0]
 
     def _runs_to_end(self, rec: TrialRecord) -> bool:
         """Its budget reaches its stop while the algorithm decides others at rungs."""
@@ -137,7 +160,7 @@ class SpecCache:
         (the mean over measured trials) moves with every result of any other trial."""
         self._sync()
         if rec.trial_id in self._settled and self._estimator.own_memory(rec):
-            return self._specs[rec.trial_id][1]
+            return self._specs[rec.trial_id].spec
         return self.spec(rec)
 
     def keeps_shape(self, rec: TrialRecord) -> bool:
@@ -148,7 +171,8 @@ class SpecCache:
     def live_trial(self, rec: TrialRecord) -> LiveTrial:
         """``LiveTrial`` of a trial with a width, the one of the last re-plan if unchanged."""
         spec = self.spec(rec)
-        inputs, _, old = self._specs[rec.trial_id]
+        cached = self._specs[rec.trial_id]
+        inputs, old = cached.inputs, cached.live
         keeps = self.keeps_shape(rec)
         if old is not None and rec.trial_id in self._fresh and old.keeps_shape is keeps:
             return old
@@ -160,10 +184,10 @@ class SpecCache:
                 old.elastic, old.measured, old.keeps_shape):
             return old
         width, pausable, resizes, priority, beta_measured, elastic, measured, _ = facts
-        new = LiveTrial.of(spec, width, self._tunables, pausable=pausable, resizes=resizes,
+        new = LiveTrial.of(spec, width, self.tunables, pausable=pausable, resizes=resizes,
                            priority=priority, beta_measured=beta_measured, elastic=elastic,
                            measured=measured, keeps_shape=keeps)
-        self._specs[rec.trial_id] = (inputs, spec, new)
+        self._specs[rec.trial_id] = _Cached(inputs, spec, new)
         return new
 
     def live_trials(self, recs: list[TrialRecord]) -> list[LiveTrial]:
@@ -173,7 +197,7 @@ class SpecCache:
         fresh, specs, out = self._fresh, self._specs, []
         for r in recs:
             tid = r.trial.trial_id
-            old = specs[tid][2] if tid in fresh else None
+            old = specs[tid].live if tid in fresh else None
             if old is None or old.keeps_shape is not self.keeps_shape(r):
                 old = self.live_trial(r)
             out.append(old)
