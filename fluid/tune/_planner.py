@@ -82,7 +82,6 @@ class Planner:
                                self._log_plan)
         self._fresh_c: int | None = None  # c_i of a fresh trial at the last plan
         self.pool: GpuPool | None = None
-        self.gpus = 0.0
         self.queue: list[str] = []  # planned, waiting for capacity, in start order
         # Whether the queue may be out of priority order: it grew, or a queued trial changed
         # (its priority may have); sorting a queue of 10,000 at every plan dominated it.
@@ -100,9 +99,15 @@ class Planner:
     def start(self, gpus: float, cpus: float | None = None) -> None:
         """Plan on a cluster of ``gpus`` GPUs (whole GPUs only) and ``cpus`` CPUs (``None``:
         CPUs are not counted)."""
-        self.gpus, self.cpus.total = gpus, cpus
+        self.cpus.total = cpus
         self.pool = GpuPool(int(math.floor(gpus)), self._config.gpu_memory)
         self.specs.set_gpus(gpus)
+
+    @property
+    def gpus(self) -> float:
+        """The cluster's GPUs the plan is for (kept by the spec cache: each ``d_i`` rests on
+        them)."""
+        return self.specs.gpus
 
     @property
     def due(self) -> bool:
@@ -338,7 +343,7 @@ class Planner:
         changed, self._fresh_c = self._fresh_c is not None, c
         if not changed or self.pool is None:
             return
-        self.specs.set_gpus(self.gpus)
+        self.specs.recompute_all()
         queued = [self._store[i] for i in self.queue]
         if queued:
             widths = water_fill([self.specs.spec(r) for r in queued], self.pool.n, self._config)
@@ -364,7 +369,6 @@ class Planner:
                         if outside else "")
             self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
                                   "widths": {}, "gpus": gpus})
-            self.gpus = gpus
             self.specs.set_gpus(gpus)
             target = int(math.floor(gpus))
             have = self.pool.n - self.deficit

@@ -77,6 +77,10 @@ class SpecCache:
     def set_gpus(self, gpus: float) -> None:
         """The cluster has ``gpus`` GPUs now: every ``d_i`` is computed again."""
         self.gpus = gpus
+        self.recompute_all()
+
+    def recompute_all(self) -> None:
+        """Every spec is computed again at its next use (what all of them rest on moved)."""
         self._fresh.clear()
         self._settled.clear()
 
