@@ -58,8 +58,6 @@ class OverheadEstimator:
         self.eps_samples: deque = deque(maxlen=tunables.eps_samples_kept)
         # seconds from a start to training
         self.start_samples: deque = deque(maxlen=tunables.eps_samples_kept)
-        self._alpha_by_trial: dict[str, float] = {}
-        self._beta_by_trial: dict[str, float] = {}
         self._mean_time: float | None = None  # mean iteration time of measured trials
         # The mean kept as an exact sum of each measured trial's time, updated as a trial's
         # samples change instead of recomputed over every trial ever measured: integers in
@@ -81,7 +79,7 @@ class OverheadEstimator:
         profile's), else the median of the trials measured so far once ``probe_pairs`` are,
         else the conservative prior (trials of one experiment share a model family and the
         hardware; each trial's own measurement wins once it has one)."""
-        if self.alpha_given or len(self._alpha_by_trial) < self._tunables.probe_pairs:
+        if self.alpha_given or len(self._store.own_alphas) < self._tunables.probe_pairs:
             return self.prior_alpha
         return self.alpha
 
@@ -89,17 +87,17 @@ class OverheadEstimator:
     def packing_measured(self) -> bool:
         """Whether ``fresh_alpha`` is a measurement (a profile's or a given ``alpha``, or the
         median of ``probe_pairs`` trials' own), not the conservative prior."""
-        return self.alpha_given or len(self._alpha_by_trial) >= self._tunables.probe_pairs
+        return self.alpha_given or len(self._store.own_alphas) >= self._tunables.probe_pairs
 
     @property
     def alphas_measured(self) -> int:
         """How many trials have their own measured ``alpha_i``."""
-        return len(self._alpha_by_trial)
+        return len(self._store.own_alphas)
 
     @property
     def measured_beta(self) -> float | None:
         """Median of the trials' own measured ``beta_i`` (unshrunk); ``None``: none measured."""
-        return self.beta if self._beta_by_trial else None
+        return self.beta if self._store.own_betas else None
 
     @property
     def eps(self) -> float:
@@ -200,13 +198,11 @@ class OverheadEstimator:
                   for (p, (tp, n)), (q, (tq, m)) in zip(packed, packed[1:], strict=False)]
         betas = [((v * tv / (w * tw)) ** (1.0 / (v - w)), min(n, m))
                  for (w, (tw, n)), (v, (tv, m)) in zip(gangs, gangs[1:], strict=False)]
-        tid = rec.trial_id
         if alphas:
             own = (max(1.0, statistics.median(a for a, _ in alphas)), sum(n for _, n in alphas))
-            self._store.update(rec, own_alpha=own)
             fresh = self.fresh_alpha
-            self._alpha_by_trial[tid] = own[0]
-            self.alpha = statistics.median(self._alpha_by_trial.values())
+            self._store.update(rec, own_alpha=own)
+            self.alpha = statistics.median(self._store.own_alphas.values())
             if self.fresh_alpha != fresh:  # every trial's alpha_i rests on it: times too
                 for other in self._store.records.values():
                     if other.samples and other is not rec:
@@ -214,8 +210,7 @@ class OverheadEstimator:
         if betas:
             own = (max(1.0, statistics.median(b for b, _ in betas)), sum(n for _, n in betas))
             self._store.update(rec, own_beta=own)
-            self._beta_by_trial[tid] = own[0]
-            self.beta = statistics.median(self._beta_by_trial.values())
+            self.beta = statistics.median(self._store.own_betas.values())
         self.track(rec)  # one-GPU times depend on alpha and beta
 
     def iteration_time(self, rec: TrialRecord) -> float:

@@ -156,6 +156,11 @@ class TrialStore:
         self._max_until_stale = False
         # Whether some trial's budget ends before its stop: the algorithm decides at rungs.
         self.has_rungs = False
+        # Each trial's own measured alpha_i / beta_i (``own_alpha``/``own_beta`` of its
+        # latest record to have one), kept as they are written: their median is every
+        # unmeasured trial's estimate, asked at each measurement.
+        self.own_alphas: dict[str, float] = {}
+        self.own_betas: dict[str, float] = {}
 
     # -- reading -----------------------------------------------------------------------
     def get(self, trial_id: str) -> TrialRecord | None:
@@ -225,6 +230,10 @@ class TrialStore:
             raise ValueError("a record's phase changes through TrialStore.move")
         for name, value in values.items():
             object.__setattr__(rec, name, value)
+        if values.get("own_alpha") is not None:
+            self.own_alphas[rec.trial_id] = values["own_alpha"][0]
+        if values.get("own_beta") is not None:
+            self.own_betas[rec.trial_id] = values["own_beta"][0]
         if self.records.get(rec.trial_id) is rec:
             self._changed.add(rec.trial_id)
             self._reprioritized = self._reprioritized or "priority" in values
