@@ -10,7 +10,7 @@ spaces is counted once, here, from a checkout::
 
     python -m experiments.profiles        # regenerates profiles.json (a few minutes)
 
-The table's keys and units are ``fluid.sim.workloads.profile``'s (``arch_key``, counts per
+The table's keys and units are ``fluid.sim.workloads.model_costs``'s (``arch_key``, counts per
 sample, per token for the word language model at ``bptt = PROFILE_BPTT``).
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from experiments.tasks import TASKS, count_flops_and_params
-from fluid.sim.workloads.profile import (
+from fluid.sim.workloads.model_costs import (
     ARCH_KEYS,
     PROFILE_BPTT,
     TABLE,

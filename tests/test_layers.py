@@ -214,6 +214,7 @@ def _private_names_defined(tree: ast.Module) -> set[str]:
 #: Private attributes of the standard library that fluid reads, each with why.
 STDLIB_PRIVATE = {
     "_SubParsersAction",  # argparse's type of add_subparsers(), for annotations
+    "_replace",  # a NamedTuple's public copy-with-changes (underscored to spare field names)
 }
 
 

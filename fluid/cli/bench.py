@@ -24,8 +24,8 @@ import numpy as np
 from fluid.cli import print_json
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import RunningTrial, dynamic_fluid
-from fluid.core.gpus import GpuPool
 from fluid.core.model import TrialSpec
+from fluid.core.pool import GpuPool
 from fluid.core.static import static_fluid
 
 #: Modules with a ``register(subparsers)`` for more ``fluid bench`` targets (sim, e2e, load, gpu).

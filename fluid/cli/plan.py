@@ -17,10 +17,10 @@ from typing import Any
 
 from fluid.cli import print_json
 from fluid.core.bounds import best_found, lower_bound
-from fluid.core.gpus import GpuPool
 from fluid.core.groupsim import POLICIES, GroupSchedule, simulate_group
 from fluid.core.instance import Instance, figure5, load_instance
 from fluid.core.model import is_packed
+from fluid.core.pool import GpuPool
 from fluid.core.static import StaticPlan, static_fluid
 
 #: Built-in instances for ``--example``.

@@ -18,7 +18,6 @@ Example:
 from fluid.core.bounds import lower_bound, policy_lower_bound
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
-from fluid.core.gpus import GpuPool
 from fluid.core.groupsim import POLICIES, GroupSchedule, Segment, play_fixed, simulate_group
 from fluid.core.model import TrialSpec, allowed_widths, slowdown
 from fluid.core.overheads import (
@@ -30,6 +29,7 @@ from fluid.core.overheads import (
     scaling_limit,
 )
 from fluid.core.policy import LiveTrial, TrialFacts, resize_group, trial_limits
+from fluid.core.pool import GpuPool
 from fluid.core.static import Assignment, StaticPlan, static_fluid, water_fill
 from fluid.core.tunables import Tunables
 

@@ -19,7 +19,7 @@ trials whose width does not change are not touched, so a re-plan moves as few tr
 The pool given is never changed: the plan holds the pool after its decisions.
 
 Example (Figure 5 at t = 4 s: a1 and a2 have left, a3 has 8 s and a4 18 s of one-GPU work):
-    >>> from fluid.core.gpus import GpuPool
+    >>> from fluid.core.pool import GpuPool
     >>> pool = GpuPool(5)
     >>> a3, a4 = TrialSpec("a3", 8.0), TrialSpec("a4", 18.0)
     >>> _ = pool.place("a4", 3.0), pool.place("a3", 1.0)
@@ -37,9 +37,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fluid.core.config import PolicyConfig
-from fluid.core.gpus import GpuPool
 from fluid.core.growth import grow_alone, hand_out
 from fluid.core.model import TrialSpec, gpus_of, is_packed
+from fluid.core.pool import GpuPool
 from fluid.core.static import (
     Assignment,
     _size_started,

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import RunningTrial, dynamic_fluid
-from fluid.core.gpus import GpuPool
 from fluid.core.model import TrialSpec
+from fluid.core.pool import GpuPool
 from fluid.core.static import Assignment, start_in_order, static_fluid
 from fluid.core.tolerances import WORK_TOL
 

@@ -18,8 +18,8 @@ import heapq
 from collections.abc import Sequence
 
 from fluid.core.config import PolicyConfig
-from fluid.core.gpus import GpuPool
 from fluid.core.model import TrialSpec, is_packed
+from fluid.core.pool import GpuPool
 from fluid.core.tolerances import WIDTH_TOL
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from fluid.core.gpus import GpuPool
 from fluid.core.model import TrialSpec
+from fluid.core.pool import GpuPool
 from fluid.core.static import Assignment
 from fluid.core.tolerances import WIDTH_TOL
 

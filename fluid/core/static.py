@@ -28,7 +28,7 @@ The functions here take a ``GpuPool`` and return the pool after their decisions;
 is never changed (the helpers that place trials work on the copy they are handed).
 
 Example (the paper's Figure 5: 5 GPUs, ``h_1`` = 4, 4, 12, 30 s, c = 2, d = 4):
-    >>> from fluid.core.gpus import GpuPool
+    >>> from fluid.core.pool import GpuPool
     >>> trials = [TrialSpec(f"a{i}", h) for i, h in enumerate([4, 4, 12, 30], start=1)]
     >>> plan = static_fluid(trials, GpuPool(5), PolicyConfig(c=2, d=4))
     >>> plan.widths
@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fluid.core.config import PolicyConfig
-from fluid.core.gpus import GpuPool
 from fluid.core.growth import grow_alone, hand_out, widen_shares
 from fluid.core.model import TrialSpec, is_packed
+from fluid.core.pool import GpuPool
 from fluid.core.tolerances import WIDTH_TOL
 
 _RUNTIME = operator.attrgetter("runtime")

@@ -20,7 +20,7 @@ import numpy as np
 from ray.train import Checkpoint
 from ray.tune.experiment import Trial
 
-from fluid.sim._state import (
+from fluid.sim._bookkeeping import (
     RESTORED,
     RESULT,
     SAVED,

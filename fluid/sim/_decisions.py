@@ -21,7 +21,7 @@ from ray.tune.search import SearchAlgorithm
 from ray.tune.utils import flatten_dict
 
 from fluid.sim._actors import SimActors
-from fluid.sim._state import SimSaveFuture, SimTrials
+from fluid.sim._bookkeeping import SimSaveFuture, SimTrials
 
 
 class TuneDecisions:

@@ -70,8 +70,7 @@ from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter, SearchAlgorithm
 
 from fluid.sim._actors import SimActors
-from fluid.sim._decisions import TuneDecisions
-from fluid.sim._state import (
+from fluid.sim._bookkeeping import (
     RESTORED,
     RESULT,
     SAVED,
@@ -82,6 +81,7 @@ from fluid.sim._state import (
     SimTrials,
     seeded,
 )
+from fluid.sim._decisions import TuneDecisions
 from fluid.sim.clock import SimClock
 from fluid.sim.cluster import SimCluster
 from fluid.sim.costs import RestartCosts

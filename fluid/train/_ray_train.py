@@ -14,11 +14,11 @@ such a trial like any elastic one::
         trainer.fit()
 
 * ``ray_train`` marks the trainable, so Fluid counts the GPUs of its workers and starts it
-  only when they fit (``fluid.core.ray_train`` has the shape);
+  only when they fit (``fluid.core.train_shape`` has the shape);
 * ``scaling_config`` gives the trainer the number of workers Fluid chose (read from the
   trial's resources); under plain Tune, the most the mark allows;
 * ``run_config`` reports each Ray Train result to Tune with a checkpoint pointing at Train's
-  own (``_report``), and keeps Train's run in the trial's directory, so that a trial Fluid
+  own (``_results``), and keeps Train's run in the trial's directory, so that a trial Fluid
   resizes restarts from Train's latest checkpoint with the new worker count.
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 
 from ray import tune
 
-from fluid.core.ray_train import RAY_TRAIN_ATTR, WorkerRange, workers_in
-from fluid.train._report import TRAIN_RUN_NAME, checkpoint_owner, handoff_callback
+from fluid.core.train_shape import RAY_TRAIN_ATTR, WorkerRange, workers_in
+from fluid.train._results import TRAIN_RUN_NAME, checkpoint_owner, handoff_callback
 
 #: The ``WorkerRange`` of the ``ray_train`` trainable running in this process (a trial
 #: process runs one trial at a time).

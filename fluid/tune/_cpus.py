@@ -1,7 +1,7 @@
 """The CPUs of Fluid's plan: a trial starts or grows only if its shape's CPUs fit beside those
 of the trials placed, so Fluid never plans more trials than Ray can run.
 
-A shape's CPUs are those of its placement-group bundles (``fluid.tune._bridge.shapes``): the
+A shape's CPUs are those of its placement-group bundles (``fluid.tune._bridge.placement_groups``): the
 trainable's own bundle, plus one bundle per gang worker (or per Ray Train worker).
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from fluid.core.tolerances import CPU_TOL
-from fluid.tune._bridge.ray_train import train_shape
-from fluid.tune._bridge.shapes import cpus_in, shape_cpus, shape_of
+from fluid.tune._bridge.placement_groups import cpus_in, shape_cpus, shape_of
+from fluid.tune._bridge.train_trials import train_shape
 from fluid.tune._records import PLACED, TrialRecord, TrialStore
 
 

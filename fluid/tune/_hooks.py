@@ -22,10 +22,9 @@ from fluid.core import Tunables
 from fluid.core.packing import in_flight_bound
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge import actions, admission
-from fluid.tune._bridge.base import base_view, eligible
+from fluid.tune._bridge.base_view import base_view, eligible
 from fluid.tune._bridge.limits import announce_cap
-from fluid.tune._bridge.ray_train import check_ray_train
-from fluid.tune._bridge.report import PlanReport
+from fluid.tune._bridge.plan_lines import PlanReport
 from fluid.tune._bridge.resources import (
     OutsideGpus,
     RayResourceView,
@@ -33,7 +32,8 @@ from fluid.tune._bridge.resources import (
     StartGate,
     cpus_of_view,
 )
-from fluid.tune._bridge.state import StateFile, state_of
+from fluid.tune._bridge.state_file import StateFile, state_of
+from fluid.tune._bridge.train_trials import check_ray_train
 from fluid.tune._bridge.waiting import NodeWait
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup, TrialGroupMixin

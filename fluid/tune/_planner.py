@@ -37,11 +37,11 @@ from fluid.core.packing import PROBE_SHARE
 from fluid.core.policy import first_result_due, replan_due
 from fluid.core.static import start_while_room
 from fluid.core.tolerances import CPU_TOL
+from fluid.tune._bridge.placement_groups import describe
 from fluid.tune._bridge.resources import ResourceView, cpus_of_view
-from fluid.tune._bridge.shapes import describe
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._packing import PackingProbes
+from fluid.tune._probes import PackingProbes
 from fluid.tune._records import Phase, TrialRecord, TrialStore, by_group
 from fluid.tune._resizes import Resizes
 from fluid.tune._specs import SpecCache
@@ -391,7 +391,7 @@ class Planner:
         entry = {"time": self._clock(), "kind": kind, "group": gid,
                  "widths": {k: v for k, v in widths.items()}}
         self.plan_log.append(entry)
-        logger.debug(  # the user sees each change as the trial starts or resizes (_bridge.report)
+        logger.debug(  # the user sees each change as the trial starts or resizes (_bridge.plan_lines)
             "Fluid %s plan for TrialGroup %d: %s", kind, gid,
             ", ".join(f"{k}: {describe(v)}" for k, v in widths.items()),
         )

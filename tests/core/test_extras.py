@@ -32,7 +32,7 @@ def test_docstring_example():
     import doctest
 
     import fluid.core.extras
-    import fluid.core.ray_train
+    import fluid.core.train_shape
 
     assert doctest.testmod(fluid.core.extras).failed == 0
-    assert doctest.testmod(fluid.core.ray_train).failed == 0
+    assert doctest.testmod(fluid.core.train_shape).failed == 0

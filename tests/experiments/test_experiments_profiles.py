@@ -8,7 +8,7 @@ import pytest
 
 from experiments.profiles import architectures, count, ensure_profiled
 from experiments.tasks import TASKS, count_flops_and_params
-from fluid.sim.workloads.profile import PROFILE_BPTT, TABLE, arch_key, profile
+from fluid.sim.workloads.model_costs import PROFILE_BPTT, TABLE, arch_key, profile
 from fluid.sim.workloads.spaces import TASK_SPACES
 
 

@@ -11,7 +11,7 @@ import pytest
 from fluid.sim.profiling import profile_config
 from fluid.sim.workloads import GPUS, Hardware, PerfParams, get_workload
 from fluid.sim.workloads.curves import Curve, luck
-from fluid.sim.workloads.profile import ARCH_KEYS, TABLE, arch_key, profile
+from fluid.sim.workloads.model_costs import ARCH_KEYS, TABLE, arch_key, profile
 from fluid.sim.workloads.spaces import TASK_SPACES
 
 # The package exports the workload functions under the module names: import the modules.

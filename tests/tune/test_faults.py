@@ -12,7 +12,7 @@ from ray.tune import RunConfig, TuneConfig, Tuner
 
 from fluid import FluidConfigError, FluidExecutor, tune
 from fluid.schedulers import ASHAScheduler
-from fluid.tune._bridge.state import STATE_FILE
+from fluid.tune._bridge.state_file import STATE_FILE
 from fluid.tune._records import Phase
 from tests.tune.trainables import modeled, plain
 

@@ -12,7 +12,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler
 
 from fluid.core import Tunables
-from fluid.tune._bridge.base import base_view
+from fluid.tune._bridge.base_view import base_view
 from fluid.tune._options import FluidConfigError, FluidOptions
 from fluid.tune._records import TRANSITIONS, Phase, PhaseError, TrialRecord, TrialStore
 
@@ -145,7 +145,7 @@ def test_planner_starts_only_what_the_cpus_hold_and_spreads_it():
 def test_planner_keeps_a_request_and_its_placement_group():
     from ray.tune import PlacementGroupFactory
 
-    from fluid.tune._bridge.state import apply_saved
+    from fluid.tune._bridge.state_file import apply_saved
 
     store, _, planner = make_planner(options={"c": 8}, cpus_per_trial=0.5)
     asked = PlacementGroupFactory([{"CPU": 2, "GPU": 2}])
@@ -228,7 +228,7 @@ class _LeastFirst(FIFOScheduler):
 
 
 def test_a_keep_shape_member_restarts_one_per_step_as_under_plain_tune():
-    from fluid.tune._bridge.base import eligible
+    from fluid.tune._bridge.base_view import eligible
     from fluid.tune._group import TrialGroup
 
     store = TrialStore()
@@ -260,13 +260,13 @@ def test_state_writes_are_throttled_by_their_own_cost_and_forced_ones_always_hap
     # wall clock; a forced write (the last trial out) is never skipped.
     import json
 
-    from fluid.tune._bridge import state as _state
+    from fluid.tune._bridge import state_file
 
     now = [0.0]
-    store = _state.StateFile(lambda: now[0], Tunables())
+    store = state_file.StateFile(lambda: now[0], Tunables())
     store.directory = str(tmp_path)
     ticks = iter([0.0, 0.05] + [10.0, 10.0] * 10)  # the first write takes 50 ms
-    monkeypatch.setattr(_state.time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(state_file.time, "perf_counter", lambda: next(ticks))
     writes = []
 
     def state() -> dict:
@@ -281,7 +281,7 @@ def test_state_writes_are_throttled_by_their_own_cost_and_forced_ones_always_hap
     store.save(state)
     store.save(state, force=True)
     assert writes == [0.0, 50.0, 50.0]
-    assert json.loads((tmp_path / _state.STATE_FILE).read_text()) == {"n": 3}
+    assert json.loads((tmp_path / state_file.STATE_FILE).read_text()) == {"n": 3}
 
 
 def test_the_trainable_class_is_looked_up_once_per_trainable(monkeypatch):

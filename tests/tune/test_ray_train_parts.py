@@ -1,5 +1,5 @@
 """Ray Train trials without Ray: how one is sized (``admission.new_record``, the policy's
-``trial_limits``), shaped (``CpuAccount``) and gated (``_bridge.ray_train``)."""
+``trial_limits``), shaped (``CpuAccount``) and gated (``_bridge.train_trials``)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 from ray.tune import PlacementGroupFactory
 
 from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
-from fluid.core.ray_train import RAY_TRAIN_ATTR, WorkerRange
+from fluid.core.train_shape import RAY_TRAIN_ATTR, WorkerRange
 from fluid.tune import FluidConfigError
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.admission import new_record, trainable_kind
-from fluid.tune._bridge.ray_train import check_ray_train, train_shape
 from fluid.tune._bridge.resources import StartGate, starting_claims
+from fluid.tune._bridge.train_trials import check_ray_train, train_shape
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._records import Phase, TrialRecord, TrialStore
 

@@ -18,7 +18,7 @@ from ray.tune.experimental.output import AirVerbosity, TuneTerminalReporter
 
 from fluid import FluidExecutor, tune
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge import report as _report
+from fluid.tune._bridge import plan_lines
 from tests.tune.trainables import modeled
 
 ITERS = 3
@@ -177,12 +177,12 @@ def test_plan_lines_follow_tune_verbosity():
         return types.SimpleNamespace(_callbacks=types.SimpleNamespace(_callbacks=[reporter]))
 
     assert compat.tune_verbosity(controller(AirVerbosity.SILENT)) == 0
-    report = _report.PlanReport()
+    report = plan_lines.PlanReport()
     report.start(controller(AirVerbosity.SILENT))
     assert not report.on  # Tune's verbose=0
     report.start(controller(AirVerbosity.DEFAULT))
     assert report.on
-    forced = _report.PlanReport(verbose=False)
+    forced = plan_lines.PlanReport(verbose=False)
     forced.start(controller(AirVerbosity.VERBOSE))
     assert not forced.on
 
@@ -192,9 +192,9 @@ def test_default_handler_prints_to_stderr(monkeypatch, capsys):
     monkeypatch.setattr(logging.getLogger(), "handlers", [])
     monkeypatch.setattr(logger, "handlers", [])
     monkeypatch.setattr(logger, "level", logging.NOTSET)
-    _report.ensure_handler()
-    _report.PlanReport(verbose=True).line("Fluid: %s runs on %s", "t1", "0.5 GPU")
-    _report.PlanReport(verbose=False).line("Fluid: %s runs on %s", "t2", "1 GPU")
+    plan_lines.ensure_handler()
+    plan_lines.PlanReport(verbose=True).line("Fluid: %s runs on %s", "t1", "0.5 GPU")
+    plan_lines.PlanReport(verbose=False).line("Fluid: %s runs on %s", "t2", "1 GPU")
     err = capsys.readouterr().err
     assert "Fluid: t1 runs on 0.5 GPU" in err
     assert "t2" not in err

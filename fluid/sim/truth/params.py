@@ -1,6 +1,6 @@
 """Constants of the simulator's ground truth (``fluid.sim.truth``), with where each comes from.
 
-Datasheet numbers (peak FLOPS, memory, link bandwidth) live in ``fluid.sim.workloads.gpus``;
+Datasheet numbers (peak FLOPS, memory, link bandwidth) live in ``fluid.sim.workloads.hardware``;
 the constants here are the ones no datasheet gives. Three are *fitted* to the published
 measurements shipped in ``fluid/sim/references/`` (``step_overhead_s``, ``half_flops``,
 ``contention``: packing ratios and one-node strong scaling together, ``experiments/fit_truth.py``),

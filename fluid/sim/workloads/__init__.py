@@ -19,7 +19,7 @@ from fluid.sim.workloads.base import Hardware, TrialModel, Workload
 from fluid.sim.workloads.cifar10 import cifar10
 from fluid.sim.workloads.curves import Curve
 from fluid.sim.workloads.dcgan import dcgan
-from fluid.sim.workloads.gpus import GPUS, INTERCONNECTS, GpuSpec, Interconnect
+from fluid.sim.workloads.hardware import GPUS, INTERCONNECTS, GpuSpec, Interconnect
 from fluid.sim.workloads.synthetic import synthetic
 from fluid.sim.workloads.wlm import wlm
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from fluid.sim.truth import DeclaredLaw, PerfParams, Work, memory_gb
 from fluid.sim.workloads.curves import Curve
-from fluid.sim.workloads.gpus import (
+from fluid.sim.workloads.hardware import (
     GPUS,
     INTERCONNECTS,
     GpuSpec,
@@ -37,7 +37,7 @@ from fluid.sim.workloads.gpus import (
     get_gpu,
     get_interconnect,
 )
-from fluid.sim.workloads.profile import ModelProfile, arch_key, profile
+from fluid.sim.workloads.model_costs import ModelProfile, arch_key, profile
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from ray.tune.experiment import Trial
 from fluid.core import GpuPool
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.once import install_once
-from fluid.tune._bridge.report import PlanReport
-from fluid.tune._bridge.shapes import describe
+from fluid.tune._bridge.placement_groups import describe
+from fluid.tune._bridge.plan_lines import PlanReport
 from fluid.tune._records import Phase, TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")

@@ -12,12 +12,12 @@ from typing import Any, NamedTuple
 from ray.tune.experiment import Trial
 
 from fluid.core.extras import extras_of
-from fluid.core.ray_train import WorkerRange, train_bounds, worker_range
 from fluid.core.shapes import request_width
 from fluid.core.tolerances import WIDTH_TOL
+from fluid.core.train_shape import WorkerRange, train_bounds, worker_range
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.shapes import cpus_of, describe, is_elastic_class, width_of
-from fluid.tune._bridge.state import apply_saved
+from fluid.tune._bridge.placement_groups import cpus_of, describe, is_elastic_class, width_of
+from fluid.tune._bridge.state_file import apply_saved
 from fluid.tune._options import FluidConfigError
 from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore, stop_of
 

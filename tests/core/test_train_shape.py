@@ -2,7 +2,7 @@
 
 import pytest
 
-from fluid.core.ray_train import (
+from fluid.core.train_shape import (
     RAY_TRAIN_ATTR,
     WorkerRange,
     driver_bundles,
