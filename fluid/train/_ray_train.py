@@ -18,7 +18,7 @@ such a trial like any elastic one::
 * ``scaling_config`` gives the trainer the number of workers Fluid chose (read from the
   trial's resources); under plain Tune, the most the mark allows;
 * ``run_config`` reports each Ray Train result to Tune with a checkpoint pointing at Train's
-  own (``_results``), and keeps Train's run in the trial's directory, so that a trial Fluid
+  own (``_result_handoff``), and keeps Train's run in the trial's directory, so that a trial Fluid
   resizes restarts from Train's latest checkpoint with the new worker count.
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 from ray import tune
 
 from fluid.core.train_shape import RAY_TRAIN_ATTR, WorkerRange, workers_in
-from fluid.train._results import TRAIN_RUN_NAME, checkpoint_owner, handoff_callback
+from fluid.train._result_handoff import TRAIN_RUN_NAME, checkpoint_owner, handoff_callback
 
 #: The ``WorkerRange`` of the ``ray_train`` trainable running in this process (a trial
 #: process runs one trial at a time).

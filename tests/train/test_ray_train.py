@@ -13,7 +13,7 @@ from ray.tune import Checkpoint, PlacementGroupFactory
 
 import fluid.train as ft
 from fluid.core.train_shape import WorkerRange, driver_bundles, worker_range
-from fluid.train import _ray_train, _results
+from fluid.train import _ray_train, _result_handoff
 
 
 @pytest.fixture
@@ -105,12 +105,12 @@ def test_another_trials_checkpoint_is_refused(context, tmp_path):
     _ray_train._start(WorkerRange())
     pointer = tmp_path / "pointer"
     pointer.mkdir()
-    (pointer / _results.POINTER).write_text(json.dumps({"path": str(tmp_path / "other" / "c")}))
+    (pointer / _result_handoff.POINTER).write_text(json.dumps({"path": str(tmp_path / "other" / "c")}))
     context.checkpoint = Checkpoint.from_directory(str(pointer))
     with pytest.raises(RuntimeError, match="PBT's exploit is not supported"):
         ft.run_config()
     own = context_path(context) + "/ray_train/checkpoint_1"
-    (pointer / _results.POINTER).write_text(json.dumps({"path": own}))
+    (pointer / _result_handoff.POINTER).write_text(json.dumps({"path": own}))
     assert ft.run_config().name == "ray_train"
 
 
@@ -121,12 +121,12 @@ def test_a_result_reaches_tune_with_a_pointer_to_trains_checkpoint(monkeypatch, 
         pointer = None
         if checkpoint is not None:
             with checkpoint.as_directory() as d:
-                pointer = _results.checkpoint_owner(Checkpoint.from_directory(d))
+                pointer = _result_handoff.checkpoint_owner(Checkpoint.from_directory(d))
         reported.append((metrics, pointer))
 
-    monkeypatch.setattr(_results.tune, "report", report)
+    monkeypatch.setattr(_result_handoff.tune, "report", report)
     train_checkpoint = ray.train.Checkpoint(str(tmp_path / "ray_train" / "checkpoint_7"))
-    _results.report({"loss": 1.0}, train_checkpoint)
-    _results.report({"loss": 0.5}, None)
+    _result_handoff.report({"loss": 1.0}, train_checkpoint)
+    _result_handoff.report({"loss": 0.5}, None)
     assert reported == [({"loss": 1.0, "checkpoint_path": train_checkpoint.path},
                          train_checkpoint.path), ({"loss": 0.5}, None)]
