@@ -12,7 +12,8 @@
   state of the class it is mixed into), no class that inherits from a helper class of a sibling
   private module;
 * modules stay under 400 lines and functions under 60 (lines of code after the docstring);
-* no import cycle between modules of ``fluid`` (a package importing its own submodules aside).
+* no import cycle between modules of ``fluid`` (a package importing its own submodules aside),
+  and no two modules of one name.
 """
 
 from __future__ import annotations
@@ -231,6 +232,13 @@ def test_ray_private_attributes_are_read_in_ray_compat_only() -> None:
         and not node.attr.startswith("__") and node.attr not in own
     )
     assert reads == []
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """One name, one job: two modules of one name (``report.py`` in three layers) make the
+    reader guess which is meant."""
+    stems = [p.stem.lstrip("_") for p in MODULES.values() if p.name != "__init__.py"]
+    assert sorted({s for s in stems if stems.count(s) > 1}) == []
 
 
 MAX_MODULE_LINES = 400
