@@ -24,14 +24,12 @@ def restart_iteration(trial: Any) -> int | None:
     Why: ``Trial.latest_checkpoint_result`` is the checkpoint Tune restores a trial from; its
     metrics carry ``training_iteration``, which the restored trainable counts on from.
     """
-    result = trial.latest_checkpoint_result
-    checkpoint = getattr(result, "checkpoint", None)
-    if checkpoint is None:
-        return 0
-    own = Path(trial.storage.trial_fs_path).as_posix().rstrip("/") + "/"
-    if not Path(checkpoint.path).as_posix().startswith(own):
-        return None
-    return int(result.metrics.get("training_iteration", 0) or 0)
+    checkpoint = getattr(trial.latest_checkpoint_result, "checkpoint", None)
+    if checkpoint is not None:
+        own = Path(trial.storage.trial_fs_path).as_posix().rstrip("/") + "/"
+        if not Path(checkpoint.path).as_posix().startswith(own):
+            return None
+    return checkpoint_iteration(trial)
 
 
 def checkpoint_iteration(trial: Any) -> int:
