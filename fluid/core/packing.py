@@ -82,7 +82,8 @@ def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[st
     for host in hosts:
         while waiting:
             spec, _ = waiting.pop(0)
-            if (gpus := work.join(spec.id, host, PROBE_SHARE, PROBE_PAIR, spec.memory)) is not None:
+            gpus = work.join(spec.id, host, PROBE_SHARE, PROBE_PAIR, spec.memory)
+            if gpus is not None:
                 starts.append(Assignment(spec.id, PROBE_SHARE, gpus))
                 break
     opened = 0

@@ -1,8 +1,9 @@
 """The CPUs of Fluid's plan: a trial starts or grows only if its shape's CPUs fit beside those
 of the trials placed, so Fluid never plans more trials than Ray can run.
 
-A shape's CPUs are those of its placement-group bundles (``fluid.tune._bridge.placement_groups``): the
-trainable's own bundle, plus one bundle per gang worker (or per Ray Train worker).
+A shape's CPUs are those of its placement-group bundles
+(``fluid.tune._bridge.placement_groups``): the trainable's own bundle, plus one bundle per gang
+worker (or per Ray Train worker).
 """
 
 from __future__ import annotations

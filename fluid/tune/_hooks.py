@@ -299,8 +299,8 @@ class TuneHooks:
 
     def _in_flight_bound(self) -> int:
         """``max_outstanding``, else what the GPUs run at the speed of one trial alone
-        (``fluid.core.packing.in_flight_bound``) with fresh trials packed as an unmeasured one would be
-        now, and a mate for each packing probe waiting for one."""
+        (``fluid.core.packing.in_flight_bound``) with fresh trials packed as an unmeasured one
+        would be now, and a mate for each packing probe waiting for one."""
         if self.options.max_outstanding is not None:
             return self.options.max_outstanding
         planner = self.planner

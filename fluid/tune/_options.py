@@ -83,8 +83,9 @@ class FluidOptions:
                  if (v := getattr(self, k)) is not None}
         try:
             tunables = replace(self.tunables or Tunables(), **given)
-            policy = PolicyConfig(c=self.c, d=self.d, eps=0.0, o_th=tunables.o_th, s_th=tunables.s_th,
-                                  c_max=tunables.c_max, gpu_memory=self.gpu_memory)
+            policy = PolicyConfig(c=self.c, d=self.d, eps=0.0, o_th=tunables.o_th,
+                                  s_th=tunables.s_th, c_max=tunables.c_max,
+                                  gpu_memory=self.gpu_memory)
         except ValueError as e:
             raise FluidConfigError(str(e)) from None
         mps = self.mps

@@ -130,8 +130,8 @@ class Planner:
 
     def replan_batched(self, gid: int) -> None:
         """Have DynamicFluid look at group ``gid`` again once enough has changed
-        (``fluid.core.policy.replan_due``): for events that each change little in a large group (a
-        trial's first iteration at a new share, a trial leaving a GPU it shared). What is not
+        (``fluid.core.policy.replan_due``): for events that each change little in a large group
+        (a trial's first iteration at a new share, a trial leaving a GPU it shared). What is not
         planned yet is in the group's next re-plan at the latest (a GPU freed, a first
         iteration that may earn its trial a GPU, a gang's first at a new width, a rung)."""
         new = self._batched.get(gid, 0) + 1
@@ -391,7 +391,8 @@ class Planner:
         entry = {"time": self._clock(), "kind": kind, "group": gid,
                  "widths": {k: v for k, v in widths.items()}}
         self.plan_log.append(entry)
-        logger.debug(  # the user sees each change as the trial starts or resizes (_bridge.plan_lines)
+        # The user sees each change as the trial starts or resizes (_bridge.plan_lines).
+        logger.debug(
             "Fluid %s plan for TrialGroup %d: %s", kind, gid,
             ", ".join(f"{k}: {describe(v)}" for k, v in widths.items()),
         )

@@ -6,9 +6,9 @@
   its GPU runs as a whole GPU), and its sample says nothing about packing when that changed
   meanwhile. With MPS active-thread percentages set (``shares_enforced``), a share is what it
   runs at;
-* **probes** (``fluid.core.packing.pair_probes``): without a profile a trial nothing is measured about
-  is assumed not to gain from sharing (the conservative prior), so nothing would ever be
-  packed, nor measured; while fewer than ``Tunables.probe_pairs`` trials have their own
+* **probes** (``fluid.core.packing.pair_probes``): without a profile a trial nothing is
+  measured about is assumed not to gain from sharing (the conservative prior), so nothing would
+  ever be packed, nor measured; while fewer than ``Tunables.probe_pairs`` trials have their own
   ``alpha_i``, pairs of trials the algorithm does not wait on are packed to measure it: a host
   runs an iteration alone on a half GPU, then a mate joins it. Once enough are measured, their
   median is what trials not measured yet are planned with (``OverheadEstimator.fresh_alpha``).

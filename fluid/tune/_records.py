@@ -125,9 +125,10 @@ class TrialRecord:
     own_beta: tuple[float, int] | None = None  # (its own beta_i, samples it rests on)
     priority: int = 0  # what the algorithm waits on: > 0 never packed (a promoted trial)
     budget_resizes: int = 0  # resizes since its budget (rung) last changed
-    probe: bool = False  # packed to measure packing (``_packing``) until its alpha_i is
+    probe: bool = False  # packed to measure packing (``_probes``) until its alpha_i is
     extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
-    ray_train: bool = False  # runs a Ray Train trainer: width = its workers (``_bridge.train_trials``)
+    # runs a Ray Train trainer: width = its workers (``_bridge.train_trials``)
+    ray_train: bool = False
     w_max: float | None = None  # most width it allows (None: no bound of its own)
     no_gpu: bool = False  # asked for no GPU, not Fluid-aware: runs on its request, as in Tune
     result_width: float | None = None  # the width its last result ran at (its result rows)

@@ -105,7 +105,8 @@ def test_another_trials_checkpoint_is_refused(context, tmp_path):
     _ray_train._start(WorkerRange())
     pointer = tmp_path / "pointer"
     pointer.mkdir()
-    (pointer / _result_handoff.POINTER).write_text(json.dumps({"path": str(tmp_path / "other" / "c")}))
+    other = str(tmp_path / "other" / "c")
+    (pointer / _result_handoff.POINTER).write_text(json.dumps({"path": other}))
     context.checkpoint = Checkpoint.from_directory(str(pointer))
     with pytest.raises(RuntimeError, match="PBT's exploit is not supported"):
         ft.run_config()
