@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import ray
 from ray.tune import PlacementGroupFactory
-from ray.util.placement_group import PlacementGroup, placement_group
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 
 from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
 from fluid.core.shapes import ElasticTrainable
@@ -124,7 +124,7 @@ def test_placement_groups_of_dead_train_controllers_are_removed_and_no_others(ra
         assert compat.remove_orphaned_train_groups() == 0
     finally:
         for group in groups[1:]:
-            ray.util.remove_placement_group(group)
+            remove_placement_group(group)
         ray.kill(alive)
 
 
@@ -142,8 +142,6 @@ def test_a_result_the_base_paused_at_shows_the_shape_it_ran_at():
 @pytest.mark.slow
 def test_gpus_another_job_holds_are_left_out_of_the_plan(ray4, tmp_path, caplog):
     import logging
-
-    from ray.util.placement_group import remove_placement_group
 
     from fluid import FluidExecutor, tune
     from tests.tune.trainables import modeled
