@@ -100,15 +100,18 @@ def packing(smoke: bool, gpu: tuple[str, float], seconds: float, repeats: int,
 
 
 def packing_alpha(points: list[dict[str, Any]], batch: int) -> float | None:
-    """``alpha = 2 / ratio`` of a measured ResNet-18 pair, under MPS where measured (as Fluid
-    runs it), at ``batch`` where measured; ``None`` without such a point."""
+    """``alpha`` of a measured ResNet-18 pair (its iteration time is ``2 / ratio`` of one alone),
+    under MPS where measured (as Fluid runs it), at ``batch`` where measured; ``None`` without
+    such a point. A pair measured faster than two alone is noise and fits ``alpha`` 1, as the
+    profiler's fit does."""
+    from fluid.core import fit_alpha
     from fluid.gpu.workloads import WORKLOADS
 
     pairs = [p for p in points if p["workload"] == WORKLOADS["resnet18"] and p["k"] == 2]
     if not pairs:
         return None
     best = max(pairs, key=lambda p: (p["batch"] == batch, p["mode_inferred"] == "mps"))
-    return 2.0 / best["throughput_ratio"]
+    return fit_alpha({1: 1.0, 2: 2.0 / best["throughput_ratio"]})
 
 
 def mps_processes_left() -> int:

@@ -10,7 +10,7 @@ Fluid runs it as ``FluidExecutor(mps=MPSManager())``, nothing else set. Measured
 time, time to the target accuracy, best config and accuracy, peak GPU memory, and for Fluid
 each trial's shapes, its resizes and its measured resize cost ``eps``. The simulator
 (``fluid.cli.bench_e2e.predict_modeled``) predicts both runs from the measured one-GPU
-iteration time, the measured packing (``alpha = 2 / ratio`` of a measured pair) and the
+iteration time, the measured packing (``alpha`` of a measured pair, from ``2 / ratio``) and the
 measured restart cost, Fluid told ``alpha`` as if profiled.
 """
 
