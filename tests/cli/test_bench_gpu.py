@@ -69,7 +69,8 @@ def test_smoke_tuning_runs_both_executors_to_the_same_answer(smoke: tuple[dict, 
     assert all(s.endswith("GPU") for shapes in fluid["shapes"].values() for s in shapes)
     assert fluid["restarts"] >= 0 and "eps" in fluid
     assert tuning["speedup"] == pytest.approx(plain["wall_s"] / fluid["wall_s"])
-    assert tuning["alpha"] == pytest.approx(2 / summary["packing"]["points"][0]["throughput_ratio"])
+    ratio = summary["packing"]["points"][0]["throughput_ratio"]
+    assert tuning["alpha"] == pytest.approx(max(1.0, 2 / ratio))  # a CPU pair may beat 2x
     assert tuning["simulated_speedup"] > 0
     assert summary["mps_processes_left"] == 0
 
