@@ -262,6 +262,32 @@ def test_no_module_holds_two_jobs() -> None:
     assert long == {}
 
 
+#: The one writer of a trial's lifecycle (``TrialStore.move`` is what it calls).
+LIFECYCLE = "fluid.tune._lifecycle"
+
+
+def _phase_moves(tree: ast.Module) -> list[int]:
+    """Lines that move a trial's phase: a call of ``move`` on a store (``store.move``,
+    ``self._store.move``)."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "move" and ast.unparse(node.func.value).endswith("store")]
+
+
+def test_the_phase_reader_sees_every_store() -> None:
+    tree = ast.parse("self.store.move(r, P.A)\nself._store.move(r, P.B)\npool.move(t, 1.0)\n"
+                     "store.move(r, P.C)\n")
+    assert _phase_moves(tree) == [1, 2, 4]
+
+
+def test_one_module_moves_a_trials_phase() -> None:
+    """The lifecycle has one writer: every other module asks it through a named event."""
+    movers = {name: lines for name, tree in TREES.items()
+              if name != LIFECYCLE and (lines := _phase_moves(tree))}
+    assert movers == {}
+    assert _phase_moves(TREES[LIFECYCLE])  # (the reader still finds the writer)
+
+
 def _code_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """Lines of a function without its docstring (a long docstring explains; it adds no logic)."""
     body = fn.body

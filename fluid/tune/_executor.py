@@ -6,7 +6,7 @@ How it steers Tune (the mechanism of docs/design.md, "In Ray Tune"; Ray 2.60):
   on its own;
 * **release with a shape**: ``choose_trial_to_run`` gives a held trial its placement group
   (``trial.update_resources``) and returns it;
-* **resize**: the plan keeps a pending width per trial (``Planner.pending_width``);
+* **resize**: the plan keeps a pending width per trial (``Lifecycle.pending``);
   ``on_trial_result`` returns PAUSE after a result that carried a checkpoint; Tune saves and
   stops the actor; the trial is released again with its new shape and restores.
 
@@ -263,7 +263,7 @@ class FluidExecutor(TrialScheduler):
         """Fluid's GPUs, shapes running, queue, resizes and ``eps``; then the base's."""
         store = self._hooks.store
         widths = [rec.width for rec in store.in_phase(PLACED)]
-        line = self.report.summary(self.planner.gpus, widths, len(self.planner.queue),
+        line = self.report.summary(self.planner.gpus, widths, len(self._hooks.life.queue),
                                    self.resizes, self.eps, store.current_group_name())
         return f"{line}\n{self.base.debug_string()}"
 

@@ -37,9 +37,11 @@ from fluid.tune._bridge.train_trials import check_ray_train
 from fluid.tune._bridge.waiting import NodeWait
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup, TrialGroupMixin
+from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._options import FluidConfigError, FluidOptions
 from fluid.tune._planner import Planner
 from fluid.tune._records import LIVE, OUTSTANDING, Phase, TrialRecord, TrialStore
+from fluid.tune._specs import SpecCache
 
 logger = logging.getLogger("fluid")
 
@@ -71,10 +73,13 @@ class TuneHooks:
             refine=options.refine, trial_memory=options.trial_memory,
             gpu_memory=options.policy.gpu_memory, tunables=self.tunables,
         )
-        self.planner = Planner(self.store, self.estimator, options.policy, self.tunables,
+        specs = SpecCache(self.store, self.estimator, options.policy, self.tunables,
+                          exact_limits)
+        self.life = Lifecycle(self.store, specs, self._clock)
+        self.planner = Planner(self.life, specs, self.estimator, options.policy, self.tunables,
                                dynamic=options.dynamic, clock=self._clock,
                                cpus_per_trial=options.cpus_per_trial,
-                               cpus_per_worker=options.cpus_per_worker, exact_limits=exact_limits,
+                               cpus_per_worker=options.cpus_per_worker,
                                shares_enforced=bool(getattr(options.mps,
                                                             "enable_thread_percentage", False)))
         self.report = PlanReport(options.verbose, options.resize_requests)
@@ -159,11 +164,8 @@ class TuneHooks:
             check_ray_train(rec, self.options.cpus_per_worker)
             self._waits.check_trial(rec, self._resources.gpus(), self.planner.cpus)
             self._file(rec)
-        else:
-            self.planner.unplace(rec)
-            self.store.update(rec, resize_at=None)
-        self.store.move(rec, Phase.HELD, base_status=Trial.PENDING, fresh_start=True,
-                         iteration=int(trial.last_result.get("training_iteration", 0) or 0))
+        self.life.admitted(rec, int(trial.last_result.get("training_iteration", 0) or 0),
+                           again=requeued)
         actions.hold(tune_controller, trial, requeued)
         self.planner.plan_again()
 
@@ -188,17 +190,14 @@ class TuneHooks:
             self._plan(tune_controller)
         available = getattr(self._resources, "available_gpus", None)
         available = None if available is None else functools.cache(available)  # once a step
-        rec = self.planner.next_ready(
+        rec = self.life.take_ready(
             lambda r: self._gate.fits(r, self.store, available, self._outside.seen))
         if rec is None:
             self._stop_stranded(tune_controller)
             return None
-        assert self.planner.pool is not None and rec.width is not None
-        trial = actions.release(rec, tune_controller, self.store, self.planner.pool,
-                                self._clock, self.planner.cpus.shape(rec, rec.width), self.report)
-        self.planner.packing.residency.arrive(rec.trial_id, self.planner.pool.where(
-            rec.trial_id), self._clock())
-        return trial
+        assert rec.width is not None
+        return actions.release(rec, tune_controller, self.life,
+                               self.planner.cpus.shape(rec, rec.width), self.report)
 
     def _plan(self, tune_controller: Any) -> None:
         """One plan: the trials the base would start now, and the re-sizes of changed groups."""
@@ -231,22 +230,20 @@ class TuneHooks:
             self._measure(rec, result.get("time_this_iter_s"), now)
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function
         restarted = rec.phase is Phase.RESIZING
-        store.move(rec, Phase.RUNNING, fresh_start=False,
-                   checkpoints=rec.checkpoints or checkpointed)
+        self.life.reported(rec, checkpointed)
         if restarted:
             self.planner.restarted(rec)
         with base_view(store, base=self.base):
             decision = self._ask_base(self.base.on_trial_result, tune_controller, trial, result)
         if (decision == TrialScheduler.CONTINUE and checkpointed
-              and self.planner.pending_width(trial.trial_id) is not None):
-            self.planner.start_resize(rec, now)
+              and trial.trial_id in self.life.pending):
+            self.life.resize_started(rec, now)
             self.report.resizing(rec)
             decision = TrialScheduler.PAUSE
         elif decision == TrialScheduler.PAUSE or trial.status == Trial.PAUSED:
             # The base pauses it: by its decision (a rung), or itself through the controller
             # (PBT's exploit calls pause_trial and answers NOOP).
-            self.planner.unplace(rec)
-            store.move(rec, Phase.PAUSED, base_status=Trial.PAUSED)
+            self.life.paused(rec)
             self._pausing.add(trial.trial_id)
             self.planner.plan_again()
         self._state.save(self.snapshot)
@@ -257,7 +254,7 @@ class TuneHooks:
         first = not rec.samples
         width, clean = self.planner.packing.sample_width(rec, dt, now)
         if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
-            self.planner.packing.residency.began(rec.trial_id, now - float(dt))
+            self.life.began(rec, now - float(dt))
         if self.estimator.observe(rec, dt, now, width, clean):
             self.planner.measured(rec, first)
 
@@ -273,9 +270,7 @@ class TuneHooks:
         """A trial left (completed, failed, removed): free its GPUs, then ``tell_base(*args)``."""
         rec = self.store.get(trial.trial_id)
         if rec is not None:
-            self.planner.unplace(rec)
-            self.store.move(rec, Phase.DONE)
-            self.store.log_shape(rec, self._clock(), None, ())
+            self.life.departed(rec)
             self.planner.departed(rec)
             # The last trial out writes the final state; the others only as often as the
             # throttle allows (the state grows with every trial: a write per trial is O(n^2)).
@@ -305,4 +300,4 @@ class TuneHooks:
             return self.options.max_outstanding
         planner = self.planner
         return (in_flight_bound(planner.gpus, planner.specs.fresh_c(), self.estimator.fresh_alpha)
-                + planner.packing.hosts(planner.pool))
+                + planner.packing.hosts(self.life.pool))

@@ -11,7 +11,7 @@ Each plan, in this order (what the algorithm waits on first):
   the order their algorithm starts them; the others wait in the queue (QUEUED);
 * with nothing waiting, the groups whose trials changed: ``Resizes`` undoes failed gangs,
   re-sizes the running trials where it pays and probes gangs on idle GPUs; a resize of a
-  running trial is a pending decision (``pending_width``) that the executor carries out at the
+  running trial is a pending width (``Lifecycle.pending``) that the executor carries out at the
   trial's next checkpointed result;
 * when a change re-plans its group: at once (a GPU freed, a first result that may earn its
   trial a GPU, a resized trial running again while a GPU is idle), or in rounds of small
@@ -30,8 +30,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ray.tune.experiment import Trial
-
 from fluid.core import GpuPool, PolicyConfig, Tunables, static_fluid, water_fill
 from fluid.core.packing import PROBE_SHARE
 from fluid.core.policy import first_result_due, replan_due
@@ -41,8 +39,9 @@ from fluid.tune._bridge.placement_groups import describe
 from fluid.tune._bridge.resources import ResourceView, cpus_of_view
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._probes import PackingProbes
-from fluid.tune._records import Phase, TrialRecord, TrialStore, by_group
+from fluid.tune._records import Phase, TrialRecord, by_group
 from fluid.tune._resizes import Resizes
 from fluid.tune._specs import SpecCache
 
@@ -52,10 +51,13 @@ _RUNNING = frozenset({Phase.RUNNING})
 
 
 class Planner:
-    """The queue, the trials ready to start, the GPU pool and the pending resizes.
+    """Fluid's plans: what each decision of ``fluid.core`` does to the trials, applied through
+    their ``Lifecycle`` (the queue, the ready list, the pool and the pending resizes are its).
 
     Args:
-        store: the trials.
+        life: the trials' lifecycle (their records, the pool, the queue), which the plans
+            change.
+        specs: the trials' specs.
         estimator: the overheads and iteration times the plans are computed with.
         config: ``c``, ``d``, thresholds and ``gpu_memory`` (``eps`` comes from ``estimator``).
         tunables: the constants of the time-to-target rules.
@@ -63,31 +65,23 @@ class Planner:
         clock: time stamps of the plan log.
         cpus_per_trial: CPUs of a trial's own bundle (``None``: what the trial asked for).
         cpus_per_worker: CPUs of each gang worker's bundle.
-        exact_limits: the config's ``c`` and ``d`` are the user's and apply as given (else,
-            from a profile, they only cap what each trial's own overheads allow).
         shares_enforced: a share limits the trial's compute (MPS active-thread percentages).
     """
 
-    def __init__(self, store: TrialStore, estimator: OverheadEstimator, config: PolicyConfig,
-                 tunables: Tunables, *, dynamic: bool, clock: Callable[[], float],
-                 cpus_per_trial: float | None = None, cpus_per_worker: float = 1.0,
-                 exact_limits: bool = True, shares_enforced: bool = False) -> None:
-        self._store, self._estimator = store, estimator
+    def __init__(self, life: Lifecycle, specs: SpecCache, estimator: OverheadEstimator,
+                 config: PolicyConfig, tunables: Tunables, *, dynamic: bool,
+                 clock: Callable[[], float], cpus_per_trial: float | None = None,
+                 cpus_per_worker: float = 1.0, shares_enforced: bool = False) -> None:
+        self.life, self._store, self._estimator = life, life.store, estimator
         self._config, self._tunables = config, tunables
         self._dynamic, self._clock = dynamic, clock
-        self.specs = SpecCache(store, estimator, config, tunables, exact_limits)
-        self.cpus = CpuAccount(store, cpus_per_trial, cpus_per_worker)
-        self.packing = PackingProbes(store, self.specs, estimator, shares_enforced)
-        self.resizes = Resizes(store, self.specs, estimator, config, tunables, self.cpus,
+        self.specs = specs
+        self.cpus = CpuAccount(life.store, cpus_per_trial, cpus_per_worker)
+        self.packing = PackingProbes(life.store, specs, estimator, life.residency,
+                                     shares_enforced)
+        self.resizes = Resizes(life, specs, estimator, config, tunables, self.cpus,
                                self._log_plan)
         self._fresh_c: int | None = None  # c_i of a fresh trial at the last plan
-        self.pool: GpuPool | None = None
-        self.queue: list[str] = []  # planned, waiting for capacity, in start order
-        # Whether the queue may be out of priority order: it grew, or a queued trial changed
-        # (its priority may have); sorting a queue of 10,000 at every plan dominated it.
-        self._queue_unsorted = False
-        self.ready: list[str] = []  # placed in the plan, to be returned to Tune
-        self.deficit = 0  # GPUs gone from the cluster but still in the plan (not yet idle)
         self._due = True  # something changed since the last plan
         self._replan: set[int] = set()  # groups DynamicFluid looks at in the next plan
         # group -> small changes since its last DynamicFluid re-plan (``replan_batched``)
@@ -100,7 +94,7 @@ class Planner:
         """Plan on a cluster of ``gpus`` GPUs (whole GPUs only) and ``cpus`` CPUs (``None``:
         CPUs are not counted)."""
         self.cpus.total = cpus
-        self.pool = GpuPool(int(math.floor(gpus)), self._config.gpu_memory)
+        self.life.open(int(math.floor(gpus)), self._config.gpu_memory)
         self.specs.set_gpus(gpus)
 
     @property
@@ -113,10 +107,6 @@ class Planner:
     def due(self) -> bool:
         """Whether something changed since the last plan (the next step plans)."""
         return self._due
-
-    def pending_width(self, trial_id: str) -> float | None:
-        """The width a running trial is to restart at (``None``: no resize pending)."""
-        return self.resizes.pending.get(trial_id)
 
     # -- events ------------------------------------------------------------------------
     def plan_again(self) -> None:
@@ -145,7 +135,8 @@ class Planner:
         group at once when it may earn the trial a GPU (``first_result_due``); a gang's first
         at a width re-plans it at once (a failed probe is undone a result sooner)."""
         if first:
-            idle = self.pool.idle_count() if self.pool is not None else 1
+            pool = self.life.pool
+            idle = pool.idle_count() if pool is not None else 1
             if first_result_due(self.specs.spec(rec).runtime, self._load.get(rec.group), idle):
                 self.replan(rec.group)
             else:
@@ -159,52 +150,18 @@ class Planner:
         """A resized trial runs again at its new width (its first result): while it restarted
         no re-plan could resize it, so its group is re-planned now if a GPU is idle (one that
         came free meanwhile would otherwise stay idle until the next event)."""
-        if self.pool is not None and self.pool.idle_count():
+        pool = self.life.pool
+        if pool is not None and pool.idle_count():
             self.replan(rec.group)
 
     def departed(self, rec: TrialRecord) -> None:
         """A trial left its GPUs for good (``unplace`` first): its group is re-planned at
         once if a GPU came free, in the next round if it only freed a share of one."""
-        if self.pool is not None and self.pool.idle_count() == 0:
+        pool = self.life.pool
+        if pool is not None and pool.idle_count() == 0:
             self.replan_batched(rec.group)
         else:
             self.replan(rec.group)
-
-    def unplace(self, rec: TrialRecord) -> None:
-        """Take a trial out of the plan (its GPUs are free again, its pending resize gone)."""
-        tid = rec.trial_id
-        self.packing.residency.leave(tid, self._clock())
-        if self.pool is not None:
-            self.pool.release(tid)
-        self.specs.forget(tid)
-        if rec.phase is Phase.QUEUED and tid in self.queue:  # queued: QUEUED only
-            self.queue.remove(tid)
-        if tid in self.ready:
-            self.ready.remove(tid)
-        self.resizes.pending.pop(tid, None)
-        self._store.update(rec, width=None, actual=None)
-
-    def start_resize(self, rec: TrialRecord, now: float) -> None:
-        """A running trial pauses to restart at its pending width."""
-        self._store.move(rec, Phase.RESIZING, resize_at=now, resizes=rec.resizes + 1,
-                         budget_resizes=rec.budget_resizes + 1)
-        self.packing.residency.leave(rec.trial_id, now)
-        self.resizes.pending.pop(rec.trial_id, None)
-        self.ready.append(rec.trial_id)
-
-    def next_ready(self, fits: Callable[[TrialRecord], bool] | None = None,
-                   ) -> TrialRecord | None:
-        """The next trial to hand to Tune at its planned width, once Tune has it PAUSED and
-        ``fits`` (if given) says Ray can hold it now."""
-        for tid in list(self.ready):
-            rec = self._store[tid]
-            if rec.phase not in (Phase.READY, Phase.RESIZING):
-                self.ready.remove(tid)
-            # (a resizing trial: once Tune saved it)
-            elif rec.trial.status == Trial.PAUSED and (fits is None or fits(rec)):
-                self.ready.remove(tid)
-                return rec
-        return None
 
     # -- planning ----------------------------------------------------------------------
     def plan(self, eligible: Callable[[], list[TrialRecord]], search_done: bool) -> None:
@@ -214,58 +171,53 @@ class Planner:
         now may soon serve a new trial, so growing into them is not free).
         """
         self._due = False
-        assert self.pool is not None
+        life = self.life
+        assert life.pool is not None
         self._follow_fresh_c()
         if self._dynamic:
-            self.pool = self.resizes.unpack(self.pool)
-        self._probe([self._store[i] for i in self.queue])
+            life.planned(self.resizes.unpack(life.pool))
+        self._probe([self._store[i] for i in life.queue])
         over = self._start_queued()
         newly = [] if over else self.cpus.within(eligible(), self.cpus.free())[0]
         for rec in (r for r in newly if r.no_gpu):  # its own request, as its CPUs fit
-            self._store.move(rec, Phase.QUEUED, width=0.0)
-            self._mark_ready([rec.trial_id])
+            life.sized(rec, 0.0)
+            life.placed([rec.trial_id])
         newly = [r for r in newly if not r.no_gpu]
         # What the algorithm waits on first: no trial starts while one of a higher priority
         # waits for GPUs (it would take the shares that free up and starve that one).
-        waits = max((self._store[i].priority for i in self.queue), default=None)
+        waits = max((self._store[i].priority for i in life.queue), default=None)
         for p in sorted({r.priority for r in newly}, reverse=True):
             self._plan_static([r for r in newly if r.priority == p], waits is None or p >= waits)
-            if self.queue:
+            if life.queue:
                 waits = max(waits if waits is not None else p, p)
-        if self.queue or self.ready or not self._dynamic:
+        if life.queue or life.ready or not self._dynamic:
             return
         for gid in sorted(self._replan):
             self._batched.pop(gid, None)
-            self.pool, load = self.resizes.resize_group(gid, self.pool, search_done)
+            pool, load = self.resizes.resize_group(gid, life.pool, search_done)
+            life.planned(pool)
             if load is not None:
                 self._load[gid] = load
         self._replan.clear()
-        self.pool = self.resizes.probe_gangs(self.pool)
+        life.planned(self.resizes.probe_gangs(life.pool))
 
     def _start_queued(self) -> bool:
         """Queued trials that fit now start, highest priority first, as many as CPUs allow;
         returns whether some waited for CPUs (then no new trial is sized)."""
-        assert self.pool is not None
-        if self.specs.take_reprioritized():
-            self._queue_unsorted = True
-        if self._queue_unsorted:  # else sorting would leave it as it is (a stable sort)
-            self.queue.sort(key=lambda i: -self._store[i].priority)
-            self._queue_unsorted = False
-        store, ids, specs = self._store, self.queue, self.specs
+        life, store, specs = self.life, self._store, self.specs
+        assert life.pool is not None
+        life.sort_queue(specs.take_reprioritized())
         if self.cpus.total is None:  # no CPUs to count: read the queue as far as GPUs free up
             over: list[TrialRecord] = []
-            pairs = ((specs.placing_spec(store[i]), store[i].width) for i in ids)
+            pairs = ((specs.placing_spec(store[i]), store[i].width) for i in life.queue)
         else:
-            queued, over = self.cpus.within([store[i] for i in ids], self.cpus.free())
+            queued, over = self.cpus.within([store[i] for i in life.queue], self.cpus.free())
             pairs = ((specs.placing_spec(r), r.width) for r in queued)
-        started, read, self.pool = start_while_room(pairs, self.pool, self._config,
-                                                    lambda i: store[i].priority)
-        if started:
-            begun = {a.trial_id for a in started}
-            if self.cpus.total is not None:
-                read = len(ids)  # ``read`` counts the trials whose CPUs fit, not the queue
-            self.queue = [i for i in ids[:read] if i not in begun] + ids[read:]
-        self._mark_ready([a.trial_id for a in started])
+        started, _, pool = start_while_room(pairs, life.pool, self._config,
+                                            lambda i: store[i].priority)
+        life.planned(pool)
+        life.started(a.trial_id for a in started)
+        life.placed([a.trial_id for a in started])
         return bool(over)
 
     def _plan_static(self, recs: list[TrialRecord], start: bool = True) -> None:
@@ -273,7 +225,8 @@ class Planner:
         they share the capacity there is (water-filled together), and are placed group after
         group in the order their algorithm would start them, longest first within a group.
         Not ``start``: they are sized as on a full cluster and all wait."""
-        assert self.pool is not None
+        life = self.life
+        assert life.pool is not None
         probed = self._probe(recs) if start else set()
         if probed:
             recs = [r for r in recs if r.trial_id not in probed]
@@ -281,57 +234,45 @@ class Planner:
                 return
         groups = by_group(recs)
         rank = {r.trial_id: k for k, rs in enumerate(groups.values()) for r in rs}
-        pool = self.pool if start else GpuPool(0)
+        pool = life.pool if start else GpuPool(0)
         plan = static_fluid([self.specs.spec(r) for r in recs], pool, self._config, rank)
         if start:
-            self.pool = plan.pool
+            life.planned(plan.pool)
         for rec in recs:
-            self._store.move(rec, Phase.QUEUED, width=plan.widths[rec.trial_id])
-        self._mark_ready([a.trial_id for a in plan.started])
-        # The waiting trials all have this tier's priority: after trials of no lower
-        # priority, the queue stays sorted (trials arriving one by one: no sort each).
-        if plan.waiting and self.queue and self._store[self.queue[-1]].priority < recs[0].priority:
-            self._queue_unsorted = True
-        self.queue += plan.waiting
+            life.sized(rec, plan.widths[rec.trial_id])
+        life.placed([a.trial_id for a in plan.started])
+        life.queued(plan.waiting)
         for gid, rs in groups.items():
             self._log_plan("static", gid, {r.trial_id: plan.widths[r.trial_id] for r in rs})
         self._unready_over_cpus()
 
-    def _mark_ready(self, ids: list[str]) -> None:
-        for i in ids:
-            self._store.move(self._store[i], Phase.READY)
-            self.ready.append(i)
-
     def _unready_over_cpus(self) -> None:
         """Put trials just placed back in the queue, newest first, until the CPUs suffice
         (StaticFluid may have grown a gang whose workers need more CPUs than are free)."""
-        assert self.pool is not None
+        life, store = self.life, self._store
         free = self.cpus.free()
         while free is not None and free < -CPU_TOL:
-            rec = next((self._store[i] for i in reversed(self.ready)
-                        if self._store[i].phase is Phase.READY and self._store[i].width), None)
+            rec = next((store[i] for i in reversed(life.ready)
+                        if store[i].phase is Phase.READY and store[i].width), None)
             if rec is None:
                 return
             free += self.cpus.needed(rec)
-            self.pool.release(rec.trial_id)
-            self.ready.remove(rec.trial_id)
-            self._store.move(rec, Phase.QUEUED)
-            self.queue.insert(0, rec.trial_id)
-            self._queue_unsorted = True
+            life.unready(rec)
 
     def _probe(self, waiting: list[TrialRecord]) -> set[str]:
         """Packing probes among ``waiting`` trials (``PackingProbes``): those started are
         READY at a half GPU; returns their ids."""
-        assert self.pool is not None
+        life = self.life
+        assert life.pool is not None
         if not waiting:
             return set()
-        started, self.pool = self.packing.probe(waiting, self.pool)
+        started, pool = self.packing.probe(waiting, life.pool)
+        life.planned(pool)
+        life.started(r.trial_id for r in started)
         for rec in started:
-            if rec.trial_id in self.queue:
-                self.queue.remove(rec.trial_id)
-            self._store.move(rec, Phase.QUEUED, width=PROBE_SHARE)
+            life.sized(rec, PROBE_SHARE)
             self._log_plan("probe", rec.group, {rec.trial_id: PROBE_SHARE})
-        self._mark_ready([r.trial_id for r in started])
+        life.placed([r.trial_id for r in started])
         return {r.trial_id for r in started}
 
     def _follow_fresh_c(self) -> None:
@@ -341,14 +282,15 @@ class Planner:
         if c == self._fresh_c:
             return
         changed, self._fresh_c = self._fresh_c is not None, c
-        if not changed or self.pool is None:
+        life = self.life
+        if not changed or life.pool is None:
             return
         self.specs.recompute_all()
-        queued = [self._store[i] for i in self.queue]
+        queued = [self._store[i] for i in life.queue]
         if queued:
-            widths = water_fill([self.specs.spec(r) for r in queued], self.pool.n, self._config)
+            widths = water_fill([self.specs.spec(r) for r in queued], life.pool.n, self._config)
             for rec in queued:
-                self._store.update(rec, width=widths[rec.trial_id])
+                life.sized(rec, widths[rec.trial_id])
 
     def sync_cluster(self, resources: ResourceView | None, outside: int = 0) -> None:
         """A resource change (node joined or left, ``outside`` GPUs held by others than the
@@ -357,7 +299,7 @@ class Planner:
         Fluid's GPU ids are its own plan, not Ray's devices, so it cannot tell which trials a
         lost node held: those fail in Ray and come back through Tune's retry. Lost capacity
         leaves the plan as GPUs fall idle (a deficit), never by evicting a running trial."""
-        if self.pool is None or resources is None:
+        if self.life.pool is None or resources is None:
             return
         total, cpus = resources.gpus(), cpus_of_view(resources)
         gpus = max(0.0, total - outside)
@@ -370,22 +312,10 @@ class Planner:
             self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
                                   "widths": {}, "gpus": gpus})
             self.specs.set_gpus(gpus)
-            target = int(math.floor(gpus))
-            have = self.pool.n - self.deficit
-            if target > have:
-                paid = min(self.deficit, target - have)
-                self.deficit -= paid
-                self.pool.add_gpus(target - have - paid)
-            else:
-                self.deficit += have - target
+            self.life.cluster_changed(int(math.floor(gpus)))
             self._replan.update(r.group for r in self._store.in_phase(_RUNNING))
             self._due = True
-        if self.deficit:
-            placed = self.pool.placement()
-            idle = [g for g in reversed(self.pool.gpu_ids) if g not in placed][: self.deficit]
-            if idle:
-                self.pool.remove_gpus(idle)
-                self.deficit -= len(idle)
+        self.life.shed_idle()
 
     def _log_plan(self, kind: str, gid: int, widths: dict[str, float]) -> None:
         entry = {"time": self._clock(), "kind": kind, "group": gid,

@@ -34,14 +34,14 @@ class PackingProbes:
         store: the trials.
         specs: the planner's specs (limits, leaders).
         estimator: the measurements (how many trials have their own ``alpha_i``).
+        residency: who computes on each GPU (the lifecycle's).
         shares_enforced: a share limits the trial's compute (MPS active-thread percentages).
     """
 
     def __init__(self, store: TrialStore, specs: SpecCache, estimator: OverheadEstimator,
-                 shares_enforced: bool = False) -> None:
+                 residency: Residency, shares_enforced: bool = False) -> None:
         self._store, self._specs, self._estimator = store, specs, estimator
-        self._enforced = shares_enforced
-        self.residency = Residency()
+        self._residency, self._enforced = residency, shares_enforced
 
     def sample_width(self, rec: TrialRecord, dt: float | None, now: float,
                      ) -> tuple[float | None, bool]:
@@ -50,7 +50,7 @@ class PackingProbes:
         w = rec.actual
         if w is None or dt is None or w >= 1 - WIDTH_TOL or self._enforced:
             return w, True
-        k = self.residency.degree(rec.trial_id, now - float(dt))
+        k = self._residency.degree(rec.trial_id, now - float(dt))
         return (w, False) if k is None else (1.0 / k if k > 1 else 1.0, True)
 
     def wanted(self) -> int:

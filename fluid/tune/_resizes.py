@@ -1,6 +1,6 @@
 """The resizes of running trials: ``fluid.core``'s decisions as pending widths per trial.
 
-A resize of a running trial is a pending decision (``pending_width``, as Ray's
+A resize of a running trial is a pending width (``Lifecycle.pending``, as Ray's
 ``ResourceChangingScheduler`` keeps ``_trials_to_reallocate``) that the executor carries out
 at the trial's next checkpointed result. The decisions, each on the planner's pool (taken and
 given back):
@@ -25,7 +25,8 @@ from fluid.core.policy import (
 )
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._records import Phase, TrialRecord, TrialStore
+from fluid.tune._lifecycle import Lifecycle
+from fluid.tune._records import Phase
 from fluid.tune._specs import SpecCache
 
 _RUNNING = frozenset({Phase.RUNNING})
@@ -35,41 +36,31 @@ PlanLogger = Callable[[str, int, dict[str, float]], None]
 
 
 class Resizes:
-    """Pending resizes of running trials and the rules that make them.
+    """The rules that resize running trials, each resize asked of the trials' lifecycle.
 
     Args:
-        store: the trials; specs: their specs; estimator: ``eps`` and measured ``beta``;
+        life: the trials' lifecycle (their pending resizes); specs: their specs; estimator: ``eps`` and measured ``beta``;
         config, tunables: the policy; cpus: CPU accounting (a gang's workers need CPUs);
         log: where each plan change is logged.
     """
 
-    def __init__(self, store: TrialStore, specs: SpecCache, estimator: OverheadEstimator,
+    def __init__(self, life: Lifecycle, specs: SpecCache, estimator: OverheadEstimator,
                  config: PolicyConfig, tunables: Tunables, cpus: CpuAccount,
                  log: PlanLogger) -> None:
-        self._store, self._specs, self._estimator = store, specs, estimator
+        self._life, self._store, self._specs, self._estimator = life, life.store, specs, estimator
         self._config, self._tunables, self._cpus, self._log = config, tunables, cpus, log
-        self.pending: dict[str, float] = {}  # trial id -> the width it is to restart at
-
-    def set(self, rec: TrialRecord, width: float) -> None:
-        """A running trial's planned width changes: a pending resize unless it is the width
-        it runs at."""
-        self._store.update(rec, width=width)
-        if width != rec.actual:
-            self.pending[rec.trial_id] = width
-        else:
-            self.pending.pop(rec.trial_id, None)
 
     def unpack(self, pool: GpuPool) -> GpuPool:
         """Running leaders on a share onto a whole GPU (``fluid.core.policy.unpack_leaders``)."""
         running = [r for r in self._store.in_phase(_RUNNING)
-                   if r.width and r.width < 1 and r.trial_id not in self.pending]
+                   if r.width and r.width < 1 and r.trial_id not in self._life.pending]
         if not running:
             return pool
         moved, pool = unpack_leaders(self._specs.live_trials(running), pool,
                                      self._estimator.eps)
         for z in moved:
             rec = self._store[z.trial_id]
-            self.set(rec, z.new_width)
+            self._life.resize_asked(rec, z.new_width)
             self._log("dynamic", rec.group, {z.trial_id: z.new_width})
         return pool
 
@@ -85,7 +76,7 @@ class Resizes:
         undone, pool = undo_slow_gangs(views, pool, eps, self._tunables)
         for z in undone:
             self._log("dynamic", gid, {z.trial_id: 1.0})
-            self.set(self._store[z.trial_id], 1.0)
+            self._life.resize_asked(self._store[z.trial_id], 1.0)
         if undone:
             views = self._specs.live_trials(live)
         load = group_load(views, pool)  # what a first result is measured by
@@ -95,7 +86,7 @@ class Resizes:
         if not self._cpus.hold([(self._store[z.trial_id], z.new_width) for z in plan.resized]):
             return pool, load  # the gang workers would need CPUs the cluster does not have
         for z in plan.resized:
-            self.set(self._store[z.trial_id], z.new_width)
+            self._life.resize_asked(self._store[z.trial_id], z.new_width)
         self._log("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
         return plan.pool, load
 
@@ -114,6 +105,6 @@ class Resizes:
                                    free, extra)
         for z in probes:
             rec = self._store[z.trial_id]
-            self.set(rec, z.new_width)
+            self._life.resize_asked(rec, z.new_width)
             self._log("probe", rec.group, {z.trial_id: z.new_width})
         return pool

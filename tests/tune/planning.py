@@ -8,11 +8,13 @@ from typing import Any
 
 from ray.tune.experiment import Trial
 
-from fluid.core import Tunables
+from fluid.core import PolicyConfig, Tunables
 from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._options import FluidOptions
 from fluid.tune._planner import Planner
 from fluid.tune._records import Phase, TrialRecord, TrialStore
+from fluid.tune._specs import SpecCache
 
 
 def fake_trial(tid: str, status: str = Trial.PAUSED) -> SimpleNamespace:
@@ -32,10 +34,19 @@ def make_planner(gpus: float = 4.0, cpus: float | None = None, *, options: dict 
     assert isinstance(tunables, Tunables)
     est = OverheadEstimator(store, alpha=alpha, beta=beta, eps=eps, refine=True,
                             trial_memory=None, gpu_memory=None, tunables=tunables)
-    planner = Planner(store, est, opts.policy, tunables, dynamic=True, clock=lambda: now,
-                      **planner_kw)
+    planner = new_planner(store, est, opts.policy, tunables, clock=lambda: now, **planner_kw)
     planner.start(gpus, cpus)
     return store, est, planner
+
+
+def new_planner(store: TrialStore, est: OverheadEstimator, policy: PolicyConfig,
+                tunables: Tunables, *, clock: Any = lambda: 0.0, exact_limits: bool = True,
+                **planner_kw: Any) -> Planner:
+    """A dynamic planner of ``store``'s trials, with its specs and lifecycle, as the executor
+    builds them."""
+    specs = SpecCache(store, est, policy, tunables, exact_limits)
+    return Planner(Lifecycle(store, specs, clock), specs, est, policy, tunables, dynamic=True,
+                   clock=clock, **planner_kw)
 
 
 def file_records(store: TrialStore, n: int, until: int = 10, status: str = Trial.PAUSED,
@@ -61,7 +72,7 @@ def file_running(store: TrialStore, planner: Planner, widths: list[float], until
         rec = TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), 0, until, width=w, actual=w,
                           raw={1.0: deque([1.0, 1.0])}, samples=deque([(1.0, 1.0)] * 2),
                           **values)
-        assert planner.pool is not None and planner.pool.place(rec.trial_id, w) is not None
+        assert planner.life.pool is not None and planner.life.pool.place(rec.trial_id, w) is not None
         store.add(rec)
         recs.append(rec)
     return recs

@@ -21,7 +21,7 @@ from fluid.tune._options import FluidOptions
 from fluid.tune._planner import Planner
 from fluid.tune._records import LIVE, TRANSITIONS, Phase, TrialRecord, TrialStore
 
-from .planning import file_records, make_planner
+from .planning import file_records, make_planner, new_planner
 
 WIDTHS = [None, 0.5, 1.0, 2.0, 3.0]
 
@@ -40,7 +40,7 @@ def _estimator(store: TrialStore, gpu_memory: float | None, prior: float | None,
 
 
 def _planner(store: TrialStore, est: OverheadEstimator, policy, **kw) -> Planner:  # noqa: ANN001
-    return Planner(store, est, policy, TUNABLES, dynamic=True, clock=lambda: 0.0, **kw)
+    return new_planner(store, est, policy, TUNABLES, **kw)
 
 
 def _step(rng: random.Random, store: TrialStore, est: OverheadEstimator, planner: Planner,
@@ -75,7 +75,7 @@ def _step(rng: random.Random, store: TrialStore, est: OverheadEstimator, planner
     elif kind == 8:
         store.update(rec, checkpoints=rng.random() < 0.8, budget_resizes=rng.randrange(3))
     elif kind == 9:
-        planner.unplace(rec)
+        planner.life.unplace(rec)
     else:  # a node joined or left
         gpus = rng.choice([4.0, 8.0, 16.0])
         planner.sync_cluster(SimpleNamespace(gpus=lambda: gpus))
@@ -124,13 +124,13 @@ def test_queue_follows_a_priority_change_of_a_queued_trial():
     store, _, planner = make_planner(2.0, options={"c": 1, "d": 1}, default_iteration_time=2.0)
     recs = file_records(store, 5, status=Trial.RUNNING)
     planner.plan(lambda: recs, False)
-    assert planner.ready == ["t0", "t1"] and planner.queue == ["t2", "t3", "t4"]
+    assert planner.life.ready == ["t0", "t1"] and planner.life.queue == ["t2", "t3", "t4"]
     planner.plan(lambda: [], False)  # sorted: nothing changes the order
-    assert planner.queue == ["t2", "t3", "t4"]
+    assert planner.life.queue == ["t2", "t3", "t4"]
     store.update(recs[4], priority=1)  # promoted while queued
-    planner.unplace(recs[0])
+    planner.life.unplace(recs[0])
     planner.plan(lambda: [], False)
-    assert planner.ready[-1] == "t4" and planner.queue == ["t2", "t3"]
+    assert planner.life.ready[-1] == "t4" and planner.life.queue == ["t2", "t3"]
 
 
 def test_mean_iteration_time_equals_statistics_mean_over_the_book():

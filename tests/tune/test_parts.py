@@ -120,26 +120,26 @@ def test_planner_sizes_a_group_and_hands_out_ready_trials_in_order():
     recs = file_records(store, 3)
     planner.plan(lambda: recs, False)
     assert [r.width for r in recs] == [1.0, 1.0, 1.0]  # c = d = 1: one GPU each
-    assert planner.ready == ["t0", "t1"] and planner.queue == ["t2"]
+    assert planner.life.ready == ["t0", "t1"] and planner.life.queue == ["t2"]
     assert [r.phase for r in recs] == [Phase.READY, Phase.READY, Phase.QUEUED]
     assert planner.plan_log[0]["kind"] == "static" and planner.plan_log[0]["time"] == 7.0
-    assert planner.next_ready() is recs[0]
-    planner.unplace(recs[0])  # t0 left: its GPU goes to the queued trial at the next plan
+    assert planner.life.take_ready() is recs[0]
+    planner.life.unplace(recs[0])  # t0 left: its GPU goes to the queued trial at the next plan
     planner.plan(lambda: [], False)
-    assert planner.queue == [] and recs[2].phase is Phase.READY
+    assert planner.life.queue == [] and recs[2].phase is Phase.READY
 
 
 def test_planner_starts_only_what_the_cpus_hold_and_spreads_it():
     store, _, planner = make_planner(4.0, 4.0, options={"c": 8})
     recs = file_records(store, 8, cpus=1.0)
     planner.plan(lambda: [r for r in recs if r.phase is Phase.HELD], False)
-    assert planner.ready == ["t0", "t1", "t2", "t3"]  # 4 CPUs: 4 one-CPU trials
+    assert planner.life.ready == ["t0", "t1", "t2", "t3"]  # 4 CPUs: 4 one-CPU trials
     assert [r.phase for r in recs[4:]] == [Phase.HELD] * 4  # not sized yet
-    assert sorted(g for r in recs[:4] for g in planner.pool.where(r.trial_id)) == [0, 1, 2, 3]
-    planner.unplace(recs[0])
+    assert sorted(g for r in recs[:4] for g in planner.life.pool.where(r.trial_id)) == [0, 1, 2, 3]
+    planner.life.unplace(recs[0])
     store.move(recs[0], Phase.DONE)
     planner.plan(lambda: [r for r in recs if r.phase is Phase.HELD], False)
-    assert planner.ready[-1] == "t4" and recs[5].phase is Phase.HELD
+    assert planner.life.ready[-1] == "t4" and recs[5].phase is Phase.HELD
 
 
 def test_planner_keeps_a_request_and_its_placement_group():
@@ -205,7 +205,7 @@ def test_planner_keeps_plain_tunes_shape_for_a_keep_shape_group():
         store.add(r)
     planner.plan(lambda: [plain, asked, stiff], False)
     assert (plain.width, asked.width, stiff.width) == (1.0, 2.0, 1.0)
-    while planner.next_ready():  # handed to Tune: running and measured
+    while planner.life.take_ready():  # handed to Tune: running and measured
         pass
     for r in (plain, asked):
         store.move(r, Phase.RUNNING, actual=r.width, checkpoints=True)
@@ -308,7 +308,7 @@ def test_small_changes_re_plan_a_large_group_in_rounds(running: int):
     store, _, planner = make_planner(float(running))
     recs = file_records(store, running)
     planner.plan(lambda: recs, False)
-    while planner.next_ready():  # handed to Tune: running
+    while planner.life.take_ready():  # handed to Tune: running
         pass
     for r in recs:
         store.move(r, Phase.RUNNING)
@@ -333,21 +333,21 @@ def test_a_first_iteration_re_plans_at_once_only_where_it_may_earn_a_gpu(
     store, est, planner = make_planner(20.0, alpha=1.1)
     recs = file_records(store, 40)
     planner.plan(lambda: recs, False)
-    while planner.next_ready():
+    while planner.life.take_ready():
         pass
     for r in recs:
         store.move(r, Phase.RUNNING, actual=r.width, fresh_start=False)
-    assert {r.width for r in recs} == {0.5} and planner.pool.idle_count() == 0
+    assert {r.width for r in recs} == {0.5} and planner.life.pool.idle_count() == 0
     planner.replan(0)
     planner.plan(lambda: [], False)  # the re-plan that measures the group's load
     assert not planner.due
     if idle:  # both trials of a GPU other than t0's leave
-        gpu = next(g for r in recs if (g := planner.pool.where(r.trial_id))
-                   != planner.pool.where("t0"))
+        gpu = next(g for r in recs if (g := planner.life.pool.where(r.trial_id))
+                   != planner.life.pool.where("t0"))
         for r in recs[1:]:
-            if planner.pool.where(r.trial_id) == gpu:
-                planner.unplace(r)
-        assert planner.pool.idle_count() == 1
+            if planner.life.pool.where(r.trial_id) == gpu:
+                planner.life.unplace(r)
+        assert planner.life.pool.idle_count() == 1
     rec = recs[0]
     store.update(rec, iteration=1)
     assert est.observe(rec, seconds, 1.0)

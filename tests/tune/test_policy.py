@@ -37,8 +37,8 @@ def test_without_a_profile_equal_trials_use_every_gpu_and_probe_packing():
     ready = [r for r in recs if r.phase is Phase.READY]
     assert sorted(r.width for r in ready) == [0.5] * T.probe_pairs + [1.0] * (4 - T.probe_pairs)
     assert all(r.probe == (r.width == 0.5) for r in ready)
-    used = [g for r in ready for g in planner.pool.where(r.trial_id)]
-    assert sorted(used) == [0, 1, 2, 3] and len(planner.queue) == 4
+    used = [g for r in ready for g in planner.life.pool.where(r.trial_id)]
+    assert sorted(used) == [0, 1, 2, 3] and len(planner.life.queue) == 4
     assert all(r.width == 1.0 for r in recs if r.phase is Phase.QUEUED)
 
 
@@ -93,12 +93,12 @@ def test_the_queue_starts_higher_priorities_first():
     store, est, planner = _setup(gpus=1.0)
     recs = _records(store, 3)
     planner.plan(lambda: recs, False)
-    assert planner.ready == ["t0"] and planner.queue == ["t1", "t2"]
+    assert planner.life.ready == ["t0"] and planner.life.queue == ["t1", "t2"]
     store.update(recs[2], priority=1)  # t2 was promoted while it waited
-    planner.unplace(recs[0])
+    planner.life.unplace(recs[0])
     store.move(recs[0], Phase.DONE)
     planner.plan(lambda: [], False)
-    assert planner.ready[-1] == "t2" and planner.queue == ["t1"]
+    assert planner.life.ready[-1] == "t2" and planner.life.queue == ["t1"]
 
 
 def test_a_resize_is_a_pending_decision_until_the_trial_restarts():
@@ -106,11 +106,11 @@ def test_a_resize_is_a_pending_decision_until_the_trial_restarts():
     (rec,) = file_running(store, planner, [1.0])
     planner.replan(0)
     planner.plan(lambda: [], True)
-    assert rec.width == 2.0 and rec.actual == 1.0 and planner.pending_width("t0") == 2.0
+    assert rec.width == 2.0 and rec.actual == 1.0 and planner.life.pending.get("t0") == 2.0
     assert [e["kind"] for e in planner.plan_log] == ["dynamic"]
-    planner.start_resize(rec, now=5.0)
-    assert rec.phase is Phase.RESIZING and planner.pending_width("t0") is None
-    assert (rec.resizes, rec.budget_resizes, planner.ready) == (1, 1, ["t0"])
+    planner.life.resize_started(rec, now=5.0)
+    assert rec.phase is Phase.RESIZING and planner.life.pending.get("t0") is None
+    assert (rec.resizes, rec.budget_resizes, planner.life.ready) == (1, 1, ["t0"])
 
 
 def test_gpus_freed_while_a_trial_restarts_are_planned_once_it_runs_again():
@@ -119,30 +119,30 @@ def test_gpus_freed_while_a_trial_restarts_are_planned_once_it_runs_again():
     store, est, planner = _setup(gpus=4.0, beta=1.0, eps=0.01)
     restarting, other = file_running(store, planner, [1.0, 2.0], until=100)
     store.move(restarting, Phase.RESIZING)
-    planner.unplace(other)
+    planner.life.unplace(other)
     store.move(other, Phase.DONE)
     planner.departed(other)
     planner.plan(lambda: [], True)
-    assert planner.pending_width("t0") is None and planner.pool.idle_count() == 3
+    assert planner.life.pending.get("t0") is None and planner.life.pool.idle_count() == 3
     store.move(restarting, Phase.RUNNING)
     planner.restarted(restarting)
     assert planner.due
     planner.plan(lambda: [], True)
-    assert planner.pending_width("t0") >= 2.0
+    assert planner.life.pending.get("t0") >= 2.0
 
 
 def test_an_unmeasured_straggler_is_probed_then_undone_once_it_shows_gangs_lose():
     store, est, planner = _setup(gpus=4.0, eps=1.0)
     (rec,) = file_running(store, planner, [1.0], until=200)
     planner.plan(lambda: [], False)
-    assert rec.width == float(T.probe_d) and planner.pending_width("t0") == 2.0
+    assert rec.width == float(T.probe_d) and planner.life.pending.get("t0") == 2.0
     # restarted as a gang; its first gang iteration is slower than one GPU
     store.update(rec, actual=2.0, budget_resizes=1, raw={**rec.raw, 2.0: deque([1.5])})
     est.refine_overheads(rec)
     assert rec.own_beta is not None and est.beta_of(rec) > 2.0
     planner.replan(0)
     planner.plan(lambda: [], False)
-    assert rec.width == 1.0 and len(planner.pool.where("t0")) == 1
+    assert rec.width == 1.0 and len(planner.life.pool.where("t0")) == 1
     assert [e["kind"] for e in planner.plan_log] == ["probe", "dynamic"]
     planner.replan(0)
     planner.plan(lambda: [], False)

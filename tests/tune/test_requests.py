@@ -60,10 +60,10 @@ def test_trials_without_gpu_start_beside_a_full_gpu_plan_as_cpus_allow():
     for rec in cpu:
         store.add(rec)
     planner.plan(lambda: gpu + cpu, False)
-    ready = [store[i] for i in planner.ready]
+    ready = [store[i] for i in planner.life.ready]
     assert sorted(r.width for r in ready if r.no_gpu) == [0.0, 0.0, 0.0]  # 5 CPUs - 2 (GPU)
     assert all(r.width >= 1 for r in ready if not r.no_gpu) and len(ready) == 5
-    assert set(planner.pool.trials()) == {r.trial_id for r in gpu}  # no GPU slot for them
+    assert set(planner.life.pool.trials()) == {r.trial_id for r in gpu}  # no GPU slot for them
     assert all(cpu[i].phase is Phase.HELD for i in range(3, 6))  # they wait for CPUs
 
 

@@ -17,12 +17,12 @@ from ray.tune import PlacementGroupFactory
 from ray.tune.callback import CallbackList
 from ray.tune.experiment import Trial
 
-from fluid.core import GpuPool
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge.once import install_once
 from fluid.tune._bridge.placement_groups import describe
 from fluid.tune._bridge.plan_lines import PlanReport
-from fluid.tune._records import Phase, TrialRecord, TrialStore
+from fluid.tune._lifecycle import Lifecycle
+from fluid.tune._records import TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")
 
@@ -40,21 +40,18 @@ def hold(tc: Any, trial: Trial, requeued: bool) -> None:
         trial.set_status(Trial.PAUSED)
 
 
-def release(rec: TrialRecord, tc: Any, store: TrialStore, pool: GpuPool,
-            clock: Callable[[], float], shape: PlacementGroupFactory, report: PlanReport) -> Trial:
+def release(rec: TrialRecord, tc: Any, life: Lifecycle, shape: PlacementGroupFactory,
+            report: PlanReport) -> Trial:
     """Give a ready or resizing trial ``shape``, the placement group of its planned width, and
-    hand it to Tune (a resizing trial stays RESIZING until its first result). A decision Tune
-    cached for a save the paused trial can no longer make is dropped first."""
-    assert rec.width is not None
+    hand it to Tune (``Lifecycle.released``). A decision Tune cached for a save the paused
+    trial can no longer make is dropped first."""
+    assert rec.width is not None and life.pool is not None
     compat.drop_stale_decision(compat.controller_of(tc), rec.trial)
     if rec.trial.checkpoint is not None:
         _sync_experiment(tc)
     rec.trial.update_resources(shape)
-    phase = Phase.RESIZING if rec.phase is Phase.RESIZING else Phase.RUNNING
-    store.move(rec, phase, actual=rec.width, fresh_start=True, base_status=Trial.RUNNING)
-    gpus = pool.where(rec.trial_id)
-    store.log_shape(rec, clock(), rec.width, gpus)
-    report.started(rec, gpus, len(pool.neighbours(rec.trial_id)))
+    gpus = life.released(rec)
+    report.started(rec, gpus, len(life.pool.neighbours(rec.trial_id)))
     if rec.asked > 0 and rec.w_min is None:  # asked for GPUs, and Fluid may resize it
         report.request_resized(rec)
     return rec.trial
