@@ -19,7 +19,6 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
 from fluid.core import Tunables
-from fluid.core.packing import in_flight_bound
 from fluid.tune import _ray_compat as compat
 from fluid.tune._bridge import actions, admission
 from fluid.tune._bridge.base_view import base_view, eligible
@@ -40,7 +39,7 @@ from fluid.tune._group import TrialGroup, TrialGroupMixin
 from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._options import FluidConfigError, FluidOptions
 from fluid.tune._planner import Planner
-from fluid.tune._records import LIVE, OUTSTANDING, Phase, TrialRecord, TrialStore
+from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore
 from fluid.tune._specs import SpecCache
 
 logger = logging.getLogger("fluid")
@@ -114,7 +113,9 @@ class TuneHooks:
         self.planner.start(gpus, cpus_of_view(self._resources))
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)
-        actions.install_outstanding_limit(tc, self._outstanding, self._in_flight_bound)
+        actions.install_outstanding_limit(
+            tc, self.store.in_flight,
+            lambda: self.planner.in_flight_bound(self.options.max_outstanding))
         actions.install_callbacks(controller, self.store, self.options.mps)
         compat.forgive_failures(controller, self.out_of_gpu_memory)
         self._state.directory = compat.experiment_dir(controller)
@@ -227,7 +228,7 @@ class TuneHooks:
         store.update(rec, iteration=int(result.get("training_iteration", rec.iteration + 1)),
                      result_width=rec.actual)
         if not rec.no_gpu:  # (a trial without GPU says nothing about GPU times)
-            self._measure(rec, result.get("time_this_iter_s"), now)
+            self.planner.observe(rec, result.get("time_this_iter_s"), now)
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function
         restarted = rec.phase is Phase.RESIZING
         self.life.reported(rec, checkpointed)
@@ -248,15 +249,6 @@ class TuneHooks:
             self.planner.plan_again()
         self._state.save(self.snapshot)
         return decision
-
-    def _measure(self, rec: TrialRecord, dt: float | None, now: float) -> None:
-        """A result's iteration time: a sample of the trial's speed at its width."""
-        first = not rec.samples
-        width, clean = self.planner.packing.sample_width(rec, dt, now)
-        if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
-            self.life.began(rec, now - float(dt))
-        if self.estimator.observe(rec, dt, now, width, clean):
-            self.planner.measured(rec, first)
 
     def out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
         """Whether Tune should retry ``trial`` without counting ``error`` (``widen_after_oom``)."""
@@ -285,19 +277,3 @@ class TuneHooks:
     def snapshot(self) -> dict[str, Any]:
         """The measurements to keep (``fluid_state.json``, Tune's scheduler checkpoint)."""
         return state_of(self.store, self.estimator)
-
-    def _outstanding(self) -> int:
-        """Trials in flight for the searcher's bound: a trial without GPU counts only until
-        it runs (its CPUs bound it then, as under plain Tune)."""
-        return self.store.count(OUTSTANDING) - sum(
-            1 for r in self.store.unordered(LIVE) if r.no_gpu)
-
-    def _in_flight_bound(self) -> int:
-        """``max_outstanding``, else what the GPUs run at the speed of one trial alone
-        (``fluid.core.packing.in_flight_bound``) with fresh trials packed as an unmeasured one
-        would be now, and a mate for each packing probe waiting for one."""
-        if self.options.max_outstanding is not None:
-            return self.options.max_outstanding
-        planner = self.planner
-        return (in_flight_bound(planner.gpus, planner.specs.fresh_c(), self.estimator.fresh_alpha)
-                + planner.packing.hosts(self.life.pool))

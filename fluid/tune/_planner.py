@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fluid.core import GpuPool, PolicyConfig, Tunables, static_fluid, water_fill
-from fluid.core.packing import PROBE_SHARE
+from fluid.core.packing import PROBE_SHARE, in_flight_bound
 from fluid.core.policy import first_result_due, replan_due
 from fluid.core.static import start_while_room
 from fluid.core.tolerances import CPU_TOL
@@ -128,6 +128,26 @@ class Planner:
         self._batched[gid] = new
         if replan_due(new, self.specs.live_count(gid), self._tunables):
             self.replan(gid)
+
+    def observe(self, rec: TrialRecord, dt: float | None, now: float) -> None:
+        """A result's iteration time ``dt``: a sample of the trial's speed at the width it ran
+        at in effect (``PackingProbes.sample_width``)."""
+        first = not rec.samples
+        width, clean = self.packing.sample_width(rec, dt, now)
+        if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
+            self.life.began(rec, now - float(dt))
+        if self._estimator.observe(rec, dt, now, width, clean):
+            self.measured(rec, first)
+
+    def in_flight_bound(self, max_outstanding: int | None) -> int:
+        """Most trials a model-based searcher may have in flight: ``max_outstanding``, else
+        what the GPUs run at the speed of one trial alone (``fluid.core.packing.in_flight_bound``)
+        with fresh trials packed as an unmeasured one would be now, and a mate for each
+        packing probe waiting for one."""
+        if max_outstanding is not None:
+            return max_outstanding
+        return (in_flight_bound(self.gpus, self.specs.fresh_c(), self._estimator.fresh_alpha)
+                + self.packing.hosts(self.life.pool))
 
     def measured(self, rec: TrialRecord, first: bool) -> None:
         """A result gave the trial a new estimate: its first ``h_i1`` (``first``), or its time

@@ -204,6 +204,11 @@ class TrialStore:
             self._max_until, self._max_until_stale = max(known, default=None), False
         return self._max_until if self._max_until is not None else rec.iteration + 1
 
+    def in_flight(self) -> int:
+        """Trials in flight for a searcher's bound (held or running): a trial without GPU
+        counts only until it runs (its CPUs bound it then, as under plain Tune)."""
+        return self.count(OUTSTANDING) - sum(1 for r in self.unordered(LIVE) if r.no_gpu)
+
     def resizes(self) -> int:
         """Resizes of all trials."""
         return sum(r.resizes for r in self.records.values())
