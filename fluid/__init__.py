@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "FluidConfigError": "fluid.tune._executor",
     "FluidExecutor": "fluid.tune._executor",
+    "FluidOptions": "fluid.tune._options",
     "TrialGroup": "fluid.tune._group",
     "TrialGroupMixin": "fluid.tune._group",
 }

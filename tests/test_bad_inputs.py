@@ -73,6 +73,12 @@ def test_executor_objects_of_the_wrong_kind(kwargs, text):
         FluidExecutor(**kwargs)
 
 
+def test_an_unknown_executor_option_is_named_with_the_options_there_are():
+    with pytest.raises(FluidConfigError, match=r"no option alpah; its options are: "
+                       r"base_scheduler, profile, alpha, beta"):
+        FluidExecutor(alpah=1.2)
+
+
 def test_executor_cannot_wrap_itself():
     with pytest.raises(FluidConfigError, match="other than FluidExecutor"):
         FluidExecutor(FluidExecutor())

@@ -12,9 +12,10 @@ How it steers Tune (the mechanism of docs/design.md, "In Ray Tune"; Ray 2.60):
 
 The base scheduler keeps deciding *what* runs: it sees every trial with the status it expects
 (a held trial looks PENDING to it, a trial paused for a resize looks RUNNING), and a held trial
-starts only when the base would have started it. The hooks turn Tune's events into calls on
-the ``TrialStore`` and the ``Planner``; all planning happens in ``choose_trial_to_run`` (once
-per controller step); the planner's decisions become Tune actions (``_bridge.actions``).
+starts only when the base would have started it. Each hook turns what Tune reports into events
+of the trials' ``Lifecycle`` and calls on the ``Planner``; all planning happens in
+``choose_trial_to_run`` (once per controller step); what the plan decided becomes Tune actions
+(``_bridge.actions``).
 """
 
 from __future__ import annotations
@@ -29,14 +30,23 @@ from typing import Any, TypeVar
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from fluid.core import PolicyConfig, Tunables
+from fluid.core import Tunables
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.limits import check_base
+from fluid.tune._bridge import actions, admission
+from fluid.tune._bridge.base_view import base_view, eligible
+from fluid.tune._bridge.capacity import Capacity
+from fluid.tune._bridge.limits import announce_cap, check_base
+from fluid.tune._bridge.plan_lines import PlanReport
 from fluid.tune._bridge.resources import ResourceView
-from fluid.tune._group import TrialGroup
-from fluid.tune._hooks import TuneHooks
+from fluid.tune._bridge.state_file import StateFile, state_of
+from fluid.tune._bridge.train_trials import check_ray_train
+from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._group import TrialGroup, TrialGroupMixin
+from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._options import FluidConfigError, FluidOptions
-from fluid.tune._records import OUTSTANDING, PLACED, TrialRecord
+from fluid.tune._planner import Planner
+from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialRecord, TrialStore
+from fluid.tune._specs import SpecCache
 
 __all__ = ["FluidConfigError", "FluidExecutor"]
 
@@ -65,65 +75,15 @@ class FluidExecutor(TrialScheduler):
         base_scheduler: the tuning algorithm's scheduler (``None``: FIFO). Fluid's adapted
             schedulers in ``fluid.schedulers`` declare TrialGroups; any other scheduler works
             with one rolling group whose budgets come from the stop criteria.
-        alpha: the prior packing overhead ``alpha >= 1`` of a trial, sharpened per trial by its
-            own iteration times (``None``: ``Tunables.prior_alpha = 2``: an unmeasured trial is
-            never packed, as under plain Tune).
-        beta: the prior scaling overhead ``beta >= 1`` (``None``: ``Tunables.prior_beta = 2``:
-            an unmeasured trial is never ganged).
-        c: most trials per GPU (``None``: per trial from ``alpha_i`` with ``o_th``).
-        d: most GPUs per trial (``None``: per trial from ``beta_i`` with ``s_th``). Trainables
-            that are not elastic (``fluid.train.elastic``) always get ``d = 1``.
-        eps: seconds one resize costs (``None``: measured, ``Tunables.default_eps`` until
-            measured).
-        o_th: ``O_th``, least marginal benefit to pack one more trial on a GPU (``None``:
-            ``Tunables.o_th = 0.4``: two trials share a GPU only if ``alpha_i < 1.2``).
-        s_th: least marginal benefit to add one more worker to a gang (``None``:
-            ``Tunables.s_th = 0.05``).
-        c_max: most trials on one GPU whatever is measured (``None``: ``Tunables.c_max = 2``).
-        gpu_memory: GB of one GPU; with ``trial_memory`` packing never exceeds it.
-        trial_memory: GB one trial needs on a GPU (``None``: from reported
-            ``fluid_peak_gpu_memory`` once known, else unchecked).
-        max_outstanding: most trials a model-based searcher (HyperOpt, BOHB, ...) may have held
-            or running at once, so its suggestions learn from results. ``None``: twice the GPUs.
-        cpus_per_trial: CPUs of the trainable's own bundle (``None``: what the trial asked for).
-        cpus_per_worker: CPUs of each gang worker's bundle.
-        elastic: ``True`` treats every trainable as gang-capable, ``False`` none; ``None``
-            (default) asks the trainable (``fluid.train.elastic`` marks it).
-        default_iteration_time: seconds per iteration on one GPU assumed before any trial
-            reported (``None``: ``Tunables.default_iteration_time = 1``; only the ratios
-            between trials matter, so budgets decide at first).
-        dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
         profile: a ``fluid.tune.profiler.Profile``: its ``alpha``, ``beta`` become the prior
             and its ``c``, ``d`` caps (they replace the options of the same name); the peak
             memory it measured is ``trial_memory`` unless that is given.
-        mps: a ``fluid.gpu.MPSManager`` (any object with ``start()`` and ``stop()``): started
-            with the experiment (one MPS daemon per GPU node) and stopped when it ends.
-        refine: learn each trial's own ``alpha_i``/``beta_i`` from its iteration times at two
-            widths (a share ``1/p`` against one GPU gives ``alpha_i``, a gang of ``w`` GPUs
-            ``beta_i``), shrunk towards the prior; ``False``: the prior for every trial.
-        resize_requests: ``None`` (default): a trial that asks for exactly one GPU
-            (``tune.with_resources(train, {"gpu": 1})``, ``resources_per_trial={"gpu": 1}``:
-            Tune's way of saying it needs a GPU) is sized by Fluid, packed only where packing
-            is measured cheap and memory-safe (one line per experiment says so); a share
-            (``{"gpu": 0.5}``) gets exactly that share; one that asks for more (``{"gpu": 2}``,
-            a ``PlacementGroupFactory``) gets at least that. ``True``: every GPU request is
-            sized like any other trial, with a warning per trial whose shape differs.
-            ``False``: every request is kept (a share exactly, else at least what it asked
-            for). A trial that asks for no GPU (Tune's default) runs on its own request with
-            no GPU, as under plain Tune, unless its trainable is Fluid-aware
-            (``fluid.train.elastic``, ``fluid.train.modeled``, ``fluid.train.ray_train``).
-        wait_for_nodes: a trial needing GPUs on a cluster without any, or more GPUs or CPUs
-            than the cluster has, waits for nodes to join, saying what for (``False``:
-            ``FluidConfigError``).
-        verbose: print one line per plan change (a trial starting packed, on one GPU or as a
-            gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
-            verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.
-        tunables: the constants of the policy, its estimates and its bookkeeping
-            (``fluid.core.Tunables``; ``o_th``, ``s_th``, ``c_max`` and
-            ``default_iteration_time`` given here replace its fields).
         clock: monotonic clock in seconds (injected by the simulator).
         resources: where the cluster's GPUs (and CPUs, when the view has ``cpus()``) are read
             (injected by the simulator).
+        **options: Fluid's options, each documented in ``fluid.FluidOptions`` (``c=2``,
+            ``cpus_per_trial=0.5``, ``resize_requests=False``, ...); none is needed. A bad
+            value or an unknown name raises ``FluidConfigError`` naming it.
 
     Example:
         >>> from ray import tune
@@ -132,64 +92,222 @@ class FluidExecutor(TrialScheduler):
         >>> scheduler = FluidExecutor(ASHAScheduler(max_t=10), cpus_per_trial=0.5)
     """
 
-    def __init__(
-        self,
-        base_scheduler: TrialScheduler | None = None,
-        *,
-        alpha: float | None = None,
-        beta: float | None = None,
-        c: int | None = None,
-        d: int | None = None,
-        eps: float | None = None,
-        o_th: float | None = None,
-        s_th: float | None = None,
-        c_max: int | None = None,
-        gpu_memory: float | None = None,
-        trial_memory: float | None = None,
-        max_outstanding: int | None = None,
-        cpus_per_trial: float | None = None,
-        cpus_per_worker: float = 1.0,
-        elastic: bool | None = None,
-        default_iteration_time: float | None = None,
-        dynamic: bool = True,
-        profile: Any = None,
-        refine: bool = True,
-        mps: Any = None,
-        resize_requests: bool | None = None,
-        wait_for_nodes: bool = True,
-        verbose: bool | None = None,
-        tunables: Tunables | None = None,
-        clock: Callable[[], float] | None = None,
-        resources: ResourceView | None = None,
-    ) -> None:
+    def __init__(self, base_scheduler: TrialScheduler | None = None, *, profile: Any = None,
+                 clock: Callable[[], float] | None = None, resources: ResourceView | None = None,
+                 **options: Any) -> None:
         super().__init__()
-        if profile is not None:
-            alpha, beta, c, d = profile.alpha, profile.beta, profile.c, profile.d
-            memory = getattr(profile, "memory", None)
-            trial_memory = trial_memory if trial_memory is not None or not memory else memory
-        self.options = FluidOptions(
-            alpha=alpha, beta=beta, c=c, d=d, eps=eps, o_th=o_th, s_th=s_th, c_max=c_max,
-            gpu_memory=gpu_memory, trial_memory=trial_memory, max_outstanding=max_outstanding,
-            cpus_per_trial=cpus_per_trial, cpus_per_worker=cpus_per_worker, elastic=elastic,
-            default_iteration_time=default_iteration_time, dynamic=dynamic, refine=refine,
-            mps=mps, resize_requests=resize_requests, wait_for_nodes=wait_for_nodes,
-            verbose=verbose, tunables=tunables,
-        )
-        self._hooks = TuneHooks(self.options, _checked_base(base_scheduler or FIFOScheduler()),
-                                clock, resources, exact_limits=profile is None)
-        self.tunables = self._hooks.tunables
-        self.estimator, self.planner = self._hooks.estimator, self._hooks.planner
-        self.report = self._hooks.report
+        self.options = opts = FluidOptions.of(options, profile)
+        self.tunables: Tunables = opts.tunables  # type: ignore[assignment]
+        self._store = store = TrialStore()
+        self.set_base(base_scheduler or FIFOScheduler())
+        self._clock = clock or time.monotonic
+        self.estimator = OverheadEstimator(
+            store, alpha=opts.alpha, beta=opts.beta, eps=opts.eps,
+            refine=opts.refine, trial_memory=opts.trial_memory,
+            gpu_memory=opts.policy.gpu_memory, tunables=self.tunables)
+        specs = SpecCache(store, self.estimator, opts.policy, self.tunables,
+                          exact_limits=profile is None)
+        self._life = Lifecycle(store, specs, self._clock)
+        self._planner = Planner(
+            self._life, specs, self.estimator, opts.policy, self.tunables,
+            dynamic=opts.dynamic, clock=self._clock, cpus_per_trial=opts.cpus_per_trial,
+            cpus_per_worker=opts.cpus_per_worker,
+            shares_enforced=bool(getattr(opts.mps, "enable_thread_percentage", False)))
+        self.report = PlanReport(opts.verbose, opts.resize_requests)
+        self._state = StateFile(self._clock, self.tunables)
+        self._kinds = admission.TrainableKinds()
+        self._capacity = Capacity(store, self._clock, self.tunables, resources,
+                                  refuse=not opts.wait_for_nodes)
+        self._pausing: set[str] = set()  # paused by the base, Tune still saving them
+        self._checked = False
         self.hook_seconds = 0.0  # time spent in Fluid's hooks (its overhead on the driver)
 
     def set_base(self, base_scheduler: TrialScheduler) -> None:
-        """Wrap another base scheduler (before the experiment starts)."""
-        self._hooks.set_base(_checked_base(base_scheduler))
+        """Wrap another base scheduler (before any trial was added)."""
+        if self._store.records:
+            raise FluidConfigError("the base scheduler cannot change once trials were added")
+        self._base = base = _checked_base(base_scheduler)
+        if isinstance(base, TrialGroupMixin):
+            base.collect_trial_groups()  # taken after each call (``_groups_declared``)
 
     @property
     def base(self) -> TrialScheduler:
         """The wrapped base scheduler (the tuning algorithm's)."""
-        return self._hooks.base
+        return self._base
+
+    def _first_contact(self, tc: Any) -> None:
+        """Checks that need the controller: run once, at the first trial."""
+        if self._checked:
+            return
+        self._checked = True
+        controller = compat.controller_of(tc)
+        gpus, cpus = self._capacity.connect()
+        admission.check_setup(controller)
+        self._planner.start(gpus, cpus)
+        self.report.start(controller)
+        announce_cap(getattr(tc, "search_alg", None), gpus)
+        actions.install_outstanding_limit(
+            tc, self._store.in_flight,
+            lambda: self._planner.in_flight_bound(self.options.max_outstanding))
+        actions.install_callbacks(controller, self._store, self.options.mps)
+        compat.forgive_failures(controller, self.out_of_gpu_memory)
+        self._state.open(compat.experiment_dir(controller), self.estimator)
+
+    # ------------------------------------------------------------------ TrialGroups
+    def add_group(self, group: TrialGroup) -> None:
+        """Declare a TrialGroup (what the base's ``new_trial_group`` calls end in).
+
+        A group with the name of an existing one joins it (a HyperBand rung filling up as its
+        trials arrive, ASHA's rolling group); budgets of trials already known are updated.
+        """
+        gid, changed = self._store.add_group(group)
+        if changed:
+            self._planner.replan(gid)
+
+    def _groups_declared(self) -> None:
+        """Take the TrialGroups the base scheduler declared during its last call."""
+        if isinstance(self.base, TrialGroupMixin):
+            for group in self.base.take_trial_groups():
+                self.add_group(group)
+
+    def _ask_base(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` on the base scheduler, then the groups it declared meanwhile."""
+        out = call(*args)
+        self._groups_declared()
+        return out
+
+    # ------------------------------------------------------------------ Tune's hooks
+    @_timed
+    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        """Hold the new trial (Tune sees it PAUSED) until the base would start it."""
+        self._first_contact(tune_controller)
+        saved = self._state.saved(trial.trial_id)
+        if trial.status in (Trial.TERMINATED, Trial.ERROR):
+            self._ask_base(self.base.on_trial_add, tune_controller, trial)
+            self._file(admission.finished_record(self._store, trial, self._kinds.of(trial),
+                                                 saved))
+            return
+        rec = self._store.get(trial.trial_id)
+        self._ask_base(self.base.on_trial_add, tune_controller, trial)
+        requeued = rec is not None  # Tune re-adds a trial after a failure it will retry
+        if rec is None:
+            rec = admission.new_record(self._store, trial, self._kinds.of(trial),
+                                       self.options.elastic, self.options.resize_requests, saved)
+            check_ray_train(rec, self.options.cpus_per_worker)
+            self._capacity.waits.check_trial(rec, self._capacity.gpus(), self._planner.cpus)
+            self._file(rec)
+        self._life.admitted(rec, int(trial.last_result.get("training_iteration", 0) or 0),
+                           again=requeued)
+        actions.hold(tune_controller, trial, requeued)
+        self._planner.plan_again()
+
+    def _file(self, rec: TrialRecord) -> None:
+        """File a new record; the estimator counts its measurements."""
+        self._store.add(rec)
+        self.estimator.track(rec)
+
+    @_timed
+    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        """Plan if anything changed; return the next planned trial with its new shape."""
+        self._capacity.follow(self._planner)
+        # A trial the base paused is PAUSED only once Tune saved it; then the base may want
+        # to start others (HyperBandForBOHB halves a bracket when nothing runs).
+        settled = [t for t in self._pausing if self._store[t].trial.status != Trial.RUNNING]
+        if settled:
+            self._pausing.difference_update(settled)
+            self._planner.plan_again()
+        if self._planner.due:
+            self._plan(tune_controller)
+        rec = self._life.take_ready(self._capacity.gate())
+        if rec is None:
+            admission.stop_stranded(self._store, tune_controller)
+            return None
+        assert rec.width is not None
+        return actions.release(rec, tune_controller, self._life,
+                               self._planner.cpus.shape(rec, rec.width), self.report)
+
+    def _plan(self, tune_controller: Any) -> None:
+        """One plan: the trials the base would start now, and the re-sizes of changed groups."""
+        again = False
+
+        def startable() -> list[TrialRecord]:
+            nonlocal again
+            found, again = eligible(self.base, self._store, tune_controller,
+                                    self.tunables.eligible_scan, self._groups_declared)
+            return found
+
+        self._planner.plan(startable, compat.search_finished(compat.controller_of(tune_controller)))
+        if again:
+            self._planner.plan_again()  # look again next step
+
+    @_timed
+    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
+        """Measure; ask the base; PAUSE instead of CONTINUE when a resize is pending."""
+        store, rec = self._store, self._store[trial.trial_id]
+        now = self._clock()
+        store.update(rec, iteration=int(result.get("training_iteration", rec.iteration + 1)),
+                     result_width=rec.actual)
+        if not rec.no_gpu:  # (a trial without GPU says nothing about GPU times)
+            self._planner.observe(rec, result.get("time_this_iter_s"), now)
+        checkpointed = bool(result.get("should_checkpoint")) or not rec.function
+        restarted = rec.phase is Phase.RESIZING
+        self._life.reported(rec, checkpointed)
+        if restarted:
+            self._planner.restarted(rec)
+        with base_view(store, base=self.base):
+            decision = self._ask_base(self.base.on_trial_result, tune_controller, trial, result)
+        if (decision == TrialScheduler.CONTINUE and checkpointed
+              and trial.trial_id in self._life.pending):
+            self._life.resize_started(rec, now)
+            self.report.resizing(rec)
+            decision = TrialScheduler.PAUSE
+        elif decision == TrialScheduler.PAUSE or trial.status == Trial.PAUSED:
+            # The base pauses it: by its decision (a rung), or itself through the controller
+            # (PBT's exploit calls pause_trial and answers NOOP).
+            self._life.paused(rec)
+            self._pausing.add(trial.trial_id)
+            self._planner.plan_again()
+        self._state.save(self._snapshot)
+        return decision
+
+    def out_of_gpu_memory(self, trial: Trial, error: Exception) -> bool:
+        """Whether Tune should retry ``trial`` without counting ``error`` (``widen_after_oom``)."""
+        widened = admission.widen_after_oom(self._store, self._store.get(trial.trial_id), error,
+                                            self.tunables.oom_share_growth)
+        if widened:
+            self._state.save(self._snapshot, force=True)
+        return widened
+
+    @_timed
+    def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
+        """Free the trial's GPUs, then tell the base."""
+        self._depart(trial, self._base.on_trial_complete, tune_controller, trial, result)
+
+    @_timed
+    def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
+        """Free the trial's GPUs, then tell the base."""
+        self._depart(trial, self._base.on_trial_error, tune_controller, trial)
+
+    @_timed
+    def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
+        """Free the trial's GPUs, then tell the base."""
+        self._depart(trial, self._base.on_trial_remove, tune_controller, trial)
+
+    def _depart(self, trial: Trial, tell_base: Callable[..., None], *args: Any) -> None:
+        """A trial left (completed, failed, removed): free its GPUs, then ``tell_base(*args)``."""
+        rec = self._store.get(trial.trial_id)
+        if rec is not None:
+            self._life.departed(rec)
+            self._planner.departed(rec)
+            # The last trial out writes the final state; the others only as often as the
+            # throttle allows (the state grows with every trial: a write per trial is O(n^2)).
+            self._state.save(self._snapshot, force=not self._store.count(OUTSTANDING))
+        with base_view(self._store, base=self.base):
+            self._ask_base(tell_base, *args)
+
+    def _snapshot(self) -> dict[str, Any]:
+        """The measurements to keep (``fluid_state.json``, Tune's scheduler checkpoint)."""
+        return state_of(self._store, self.estimator)
 
     alpha = property(lambda self: self.estimator.alpha, doc="``alpha``: the median of the "
                      "trials' own measured ``alpha_i``, else the prior.")
@@ -197,18 +315,11 @@ class FluidExecutor(TrialScheduler):
                     "trials' own measured ``beta_i``, else the prior.")
     eps = property(lambda self: self.estimator.eps, doc="``eps``: the resize cost in seconds, "
                    "as given or as measured (median).")
-    mps = property(lambda self: self.options.mps, doc="The MPS manager started with the "
-                   "experiment (``None``: none).")
-
-    @property
-    def policy(self) -> PolicyConfig:
-        """The ``fluid.core`` policy (``c``, ``d``, thresholds, ``gpu_memory``) plans use."""
-        return self.options.policy
 
     @property
     def records(self) -> Mapping[str, TrialRecord]:
         """Every trial Fluid has seen, by trial id (read-only view of live records)."""
-        return MappingProxyType(self._hooks.store.records)
+        return MappingProxyType(self._store.records)
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         """Passed to the base scheduler."""
@@ -219,79 +330,36 @@ class FluidExecutor(TrialScheduler):
         """The base scheduler's metric."""
         return self.base.metric
 
-    def add_group(self, group: TrialGroup) -> None:
-        """Declare a TrialGroup (what the base's ``new_trial_group`` calls end in).
-
-        A group with the name of an existing one joins it (a HyperBand rung filling up as its
-        trials arrive, ASHA's rolling group); budgets of trials already known are updated.
-        """
-        self._hooks.add_group(group)
-
-    # ------------------------------------------------------------------ Tune's hooks
-    @_timed
-    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
-        """Hold the new trial (Tune sees it PAUSED) until the base would start it."""
-        self._hooks.on_trial_add(tune_controller, trial)
-
-    @_timed
-    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
-        """Plan if anything changed; return the next planned trial with its new shape."""
-        return self._hooks.choose_trial_to_run(tune_controller)
-
-    @_timed
-    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
-        """Measure; ask the base; PAUSE instead of CONTINUE when a resize is pending."""
-        return self._hooks.on_trial_result(tune_controller, trial, result)
-
-    @_timed
-    def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
-        """Free the trial's GPUs, then tell the base."""
-        self._hooks.depart(trial, self.base.on_trial_complete, tune_controller, trial, result)
-
-    @_timed
-    def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
-        """Free the trial's GPUs, then tell the base."""
-        self._hooks.depart(trial, self.base.on_trial_error, tune_controller, trial)
-
-    @_timed
-    def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
-        """Free the trial's GPUs, then tell the base."""
-        self._hooks.depart(trial, self.base.on_trial_remove, tune_controller, trial)
-
     # ------------------------------------------------------------------ what users read
     def debug_string(self) -> str:
         """Fluid's GPUs, shapes running, queue, resizes and ``eps``; then the base's."""
-        store = self._hooks.store
+        store = self._store
         widths = [rec.width for rec in store.in_phase(PLACED)]
-        line = self.report.summary(self.planner.gpus, widths, len(self._hooks.life.queue),
+        line = self.report.summary(self._planner.gpus, widths, len(self._life.queue),
                                    self.resizes, self.eps, store.current_group_name())
         return f"{line}\n{self.base.debug_string()}"
 
-    def outstanding(self) -> int:
-        """Trials held or running: what a model-based searcher has in flight."""
-        return self._hooks.store.count(OUTSTANDING)
-
     def get_trial(self, trial_id: str) -> Trial | None:
         """The Tune trial of that id, if Fluid has seen it."""
-        rec = self._hooks.store.get(trial_id)
+        rec = self._store.get(trial_id)
         return rec.trial if rec else None
 
     @property
     def resizes(self) -> int:
         """How many times Fluid paused a trial to restart it at another width."""
-        return self._hooks.store.resizes()
+        return self._store.resizes()
 
     @property
     def groups(self) -> list[TrialGroup]:
         """Every TrialGroup declared so far, oldest first (read-only view)."""
-        groups = self._hooks.store.groups
+        groups = self._store.groups
         return [groups[g] for g in sorted(groups)]
 
     @property
     def plan_log(self) -> list[dict[str, Any]]:
         """Every plan and cluster change: ``{"time", "kind", "group", "widths"[, "gpus"]}``; kinds
         ``static``, ``dynamic``, ``probe`` (a gang probe on idle GPUs) and ``cluster``."""
-        return self.planner.plan_log
+        return self._planner.plan_log
 
     def shape_timeline(self, trial_id: str) -> list[tuple[float, float | None, tuple[int, ...]]]:
         """``[(clock time, width or None when stopped, GPU ids in Fluid's plan), ...]``.
@@ -299,24 +367,25 @@ class FluidExecutor(TrialScheduler):
         GPU ids are those of Fluid's own placement (Ray may pick other physical GPUs for a
         fractional share); they show how the plan packs and spreads trials.
         """
-        rec = self._hooks.store.get(trial_id)
+        rec = self._store.get(trial_id)
         return list(rec.shapes) if rec else []
 
     def gpu_need(self, trial_id: str) -> float | None:
         """Least share of a GPU the trial is given since it ran out of GPU memory on a smaller
         one (kept with the experiment's measurements); ``None``: it never ran out."""
-        rec = self._hooks.store.get(trial_id)
+        rec = self._store.get(trial_id)
         return rec.min_share if rec else None
 
     def save(self, checkpoint_path: str) -> None:
         """Write Fluid's measurements to ``checkpoint_path`` (Tune's scheduler checkpoint)."""
         with open(checkpoint_path, "w") as f:
-            json.dump(self._hooks.snapshot(), f)
+            json.dump(self._snapshot(), f)
 
     def restore(self, checkpoint_path: str) -> None:
         """Read measurements written by ``save``; trials added later start with them."""
         with open(checkpoint_path) as f:
-            self._hooks.restore(json.load(f))
+            self._state.restored(json.load(f))
+
 
 
 def _checked_base(base: Any) -> TrialScheduler:

@@ -7,7 +7,7 @@ and ``default_iteration_time`` are its fields; ``None`` keeps the tunables' valu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from fluid.core import PolicyConfig, Tunables
@@ -28,14 +28,67 @@ def _number(name: str, value: Any, low: float, **kw: Any) -> None:
 
 @dataclass(frozen=True)
 class FluidOptions:
-    """The options of ``FluidExecutor`` (same names, defaults and meaning; see its docstring).
+    """The options of ``FluidExecutor``, each a keyword of it: ``FluidExecutor(base, c=2)``.
 
-    ``alpha`` and ``beta`` here are the prior overheads (``None``: the estimator's conservative
-    prior); the estimator sharpens them per trial.
-    ``tunables`` is the ``fluid.core.Tunables`` with ``o_th``, ``s_th``, ``c_max`` and
-    ``default_iteration_time`` set when given; ``policy`` the ``fluid.core.PolicyConfig`` built
-    from ``c``, ``d``, ``o_th``, ``s_th``, ``c_max`` and ``gpu_memory`` (its ``eps`` is set per
-    plan from the measured resize cost).
+    Args:
+        alpha: the prior packing overhead ``alpha >= 1`` of a trial, sharpened per trial by its
+            own iteration times (``None``: ``Tunables.prior_alpha = 2``: an unmeasured trial is
+            never packed, as under plain Tune).
+        beta: the prior scaling overhead ``beta >= 1`` (``None``: ``Tunables.prior_beta = 2``:
+            an unmeasured trial is never ganged).
+        c: most trials per GPU (``None``: per trial from ``alpha_i`` with ``o_th``).
+        d: most GPUs per trial (``None``: per trial from ``beta_i`` with ``s_th``). Trainables
+            that are not elastic (``fluid.train.elastic``) always get ``d = 1``.
+        eps: seconds one resize costs (``None``: measured, ``Tunables.default_eps`` until
+            measured).
+        o_th: ``O_th``, least marginal benefit to pack one more trial on a GPU (``None``:
+            ``Tunables.o_th = 0.4``: two trials share a GPU only if ``alpha_i < 1.2``).
+        s_th: least marginal benefit to add one more worker to a gang (``None``:
+            ``Tunables.s_th = 0.05``).
+        c_max: most trials on one GPU whatever is measured (``None``: ``Tunables.c_max = 2``).
+        gpu_memory: GB of one GPU; with ``trial_memory`` packing never exceeds it.
+        trial_memory: GB one trial needs on a GPU (``None``: from reported
+            ``fluid_peak_gpu_memory`` once known, else unchecked).
+        max_outstanding: most trials a model-based searcher (HyperOpt, BOHB, ...) may have held
+            or running at once, so its suggestions learn from results. ``None``: twice the GPUs.
+        cpus_per_trial: CPUs of the trainable's own bundle (``None``: what the trial asked for).
+        cpus_per_worker: CPUs of each gang worker's bundle.
+        elastic: ``True`` treats every trainable as gang-capable, ``False`` none; ``None``
+            (default) asks the trainable (``fluid.train.elastic`` marks it).
+        default_iteration_time: seconds per iteration on one GPU assumed before any trial
+            reported (``None``: ``Tunables.default_iteration_time = 1``; only the ratios
+            between trials matter, so budgets decide at first).
+        dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
+        mps: a ``fluid.gpu.MPSManager`` (any object with ``start()`` and ``stop()``): started
+            with the experiment (one MPS daemon per GPU node) and stopped when it ends.
+        refine: learn each trial's own ``alpha_i``/``beta_i`` from its iteration times at two
+            widths (a share ``1/p`` against one GPU gives ``alpha_i``, a gang of ``w`` GPUs
+            ``beta_i``), shrunk towards the prior; ``False``: the prior for every trial.
+        resize_requests: ``None`` (default): a trial that asks for exactly one GPU
+            (``tune.with_resources(train, {"gpu": 1})``, ``resources_per_trial={"gpu": 1}``:
+            Tune's way of saying it needs a GPU) is sized by Fluid, packed only where packing
+            is measured cheap and memory-safe (one line per experiment says so); a share
+            (``{"gpu": 0.5}``) gets exactly that share; one that asks for more (``{"gpu": 2}``,
+            a ``PlacementGroupFactory``) gets at least that. ``True``: every GPU request is
+            sized like any other trial, with a warning per trial whose shape differs.
+            ``False``: every request is kept (a share exactly, else at least what it asked
+            for). A trial that asks for no GPU (Tune's default) runs on its own request with
+            no GPU, as under plain Tune, unless its trainable is Fluid-aware
+            (``fluid.train.elastic``, ``fluid.train.modeled``, ``fluid.train.ray_train``).
+        wait_for_nodes: a trial needing GPUs on a cluster without any, or more GPUs or CPUs
+            than the cluster has, waits for nodes to join, saying what for (``False``:
+            ``FluidConfigError``).
+        verbose: print one line per plan change (a trial starting packed, on one GPU or as a
+            gang, a resize) on the ``fluid`` logger: ``None`` (default) follows Tune's
+            verbosity (silent with ``verbose=0``), ``True`` always, ``False`` never.
+        tunables: the constants of the policy, its estimates and its bookkeeping
+            (``fluid.core.Tunables``; ``o_th``, ``s_th``, ``c_max`` and
+            ``default_iteration_time`` given here replace its fields).
+
+    ``tunables`` becomes the ``fluid.core.Tunables`` with ``o_th``, ``s_th``, ``c_max`` and
+    ``default_iteration_time`` set where given; ``policy`` is the ``fluid.core.PolicyConfig``
+    built from ``c``, ``d``, ``o_th``, ``s_th``, ``c_max`` and ``gpu_memory`` (its ``eps`` is
+    set per plan from the measured resize cost).
     """
 
     alpha: float | None = None
@@ -94,3 +147,21 @@ class FluidOptions:
             raise FluidConfigError(f"mps must be a fluid.gpu.MPSManager, got {mps!r}")
         object.__setattr__(self, "tunables", tunables)
         object.__setattr__(self, "policy", policy)
+
+    @classmethod
+    def of(cls, options: dict[str, Any], profile: Any = None) -> FluidOptions:
+        """The options given as keywords, with a profile's ``alpha``, ``beta``, ``c``, ``d``
+        (and its peak memory as ``trial_memory`` unless given); ``FluidConfigError`` names an
+        option that does not exist."""
+        unknown = sorted(set(options) - {f.name for f in fields(cls) if f.init})
+        if unknown:
+            known = ", ".join(f.name for f in fields(cls) if f.init)
+            raise FluidConfigError(f"FluidExecutor has no option {', '.join(unknown)}; "
+                                   f"its options are: base_scheduler, profile, {known}")
+        if profile is not None:
+            options = {**options, "alpha": profile.alpha, "beta": profile.beta, "c": profile.c,
+                       "d": profile.d}
+            memory = getattr(profile, "memory", None)
+            if options.get("trial_memory") is None and memory:
+                options["trial_memory"] = memory
+        return cls(**options)

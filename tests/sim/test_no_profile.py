@@ -30,13 +30,13 @@ def test_with_a_profile_fluid_gets_the_profiled_overheads(workload):
     ex = _executor(workload, profile=True)
     alpha, beta, _ = profiled_overheads(workload)
     assert (ex.alpha, ex.beta) == (alpha, beta) and alpha > 1 and beta > 1
-    assert ex.policy.gpu_memory == 24.0
+    assert ex.options.policy.gpu_memory == 24.0
 
 
 def test_without_a_profile_fluid_starts_from_its_defaults(workload):
     ex = _executor(workload, profile=False)
     assert (ex.alpha, ex.beta) == (Tunables.prior_alpha, Tunables.prior_beta)  # never packs
-    assert ex.policy.c is None and ex.policy.d is None and ex.policy.gpu_memory is None
+    assert ex.options.policy.c is None and ex.options.policy.d is None and ex.options.policy.gpu_memory is None
     assert ex.options.elastic is True and ex.options.dynamic is True
 
 

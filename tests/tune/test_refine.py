@@ -112,4 +112,4 @@ def test_profile_sets_overheads():
     from fluid.tune.profiler import Profile
 
     ex = FluidExecutor(profile=Profile(alpha=1.3, c=3, beta=1.05, d=4))
-    assert (ex.alpha, ex.beta, ex.policy.c, ex.policy.d) == (1.3, 1.05, 3, 4)
+    assert (ex.alpha, ex.beta, ex.options.policy.c, ex.options.policy.d) == (1.3, 1.05, 3, 4)

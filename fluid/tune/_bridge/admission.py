@@ -162,6 +162,15 @@ def check_setup(controller: Any) -> None:
         )
 
 
+def stop_stranded(store: TrialStore, tc: Any) -> None:
+    """Stop the ``stranded`` trials, saying why."""
+    for done in stranded(store, compat.controller_of(tc)):
+        logger.warning("Fluid: stopping %s: its scheduler paused it at the end of its budget "
+                       "(iteration %d) and nothing else is left to run", done.trial,
+                       done.iteration)
+        tc.stop_trial(done.trial)
+
+
 def stranded(store: TrialStore, controller: Any) -> list[TrialRecord]:
     """Trials the base scheduler paused at the end of their budget and will never start again,
     while nothing else runs, waits to run or can still be added.

@@ -60,12 +60,30 @@ def apply_saved(store: TrialStore, rec: TrialRecord, saved: dict[str, Any] | Non
 
 
 class StateFile:
-    """Reads and writes ``fluid_state.json`` in ``directory`` (``None``: nothing is kept)."""
+    """Reads and writes ``fluid_state.json`` in ``directory`` (``None``: nothing is kept), and
+    keeps what was read for the trials added later (``saved``)."""
 
     def __init__(self, clock: Callable[[], float], tunables: Tunables) -> None:
         self._clock, self._tunables = clock, tunables
         self.directory: str | None = None
         self._next_at = -math.inf
+        self._trials: dict[str, Any] = {}  # saved measurements by trial id
+
+    def open(self, directory: str | None, estimator: OverheadEstimator) -> None:
+        """Keep the state in ``directory``; what it holds already is read: the resize costs
+        go to ``estimator``, the trials' measurements to the trials added later."""
+        self.directory = directory
+        state = self.load()
+        estimator.restore_eps(state.get("eps_samples", []))
+        self.restored(state)
+
+    def restored(self, state: dict[str, Any]) -> None:
+        """Measurements saved before (``state_of``): trials added later start with them."""
+        self._trials = state.get("trials", {})
+
+    def saved(self, trial_id: str) -> dict[str, Any] | None:
+        """What was saved of the trial (``None``: nothing)."""
+        return self._trials.get(trial_id)
 
     def save(self, state: Callable[[], dict[str, Any]], force: bool = False) -> None:
         """Write ``state()`` unless ``force`` is false and the last write was less than
