@@ -14,11 +14,11 @@ from ray.tune import *  # noqa: F403  (this module is ray.tune plus Fluid)
 from ray.tune import __all__ as _ray_tune_all
 
 from fluid.tune import _ray_compat  # noqa: F401  (refuses an unsupported Ray)
-from fluid.tune._bridge.placement_groups import ElasticTrainable, describe, shape_for, width_of
-from fluid.tune._bridge.resources import RayResourceView, ResourceView
 from fluid.tune._executor import FluidExecutor
 from fluid.tune._group import TrialGroup, TrialGroupMixin
 from fluid.tune._options import FluidConfigError
+from fluid.tune._placement_groups import ElasticTrainable, describe, shape_for, width_of
+from fluid.tune._resources import RayResourceView, ResourceView
 from fluid.tune._run import run
 
 __all__ = [

@@ -2,7 +2,7 @@
 of the trials placed, so Fluid never plans more trials than Ray can run.
 
 A shape's CPUs are those of its placement-group bundles
-(``fluid.tune._bridge.placement_groups``): the trainable's own bundle, plus one bundle per gang
+(``fluid.tune._placement_groups``): the trainable's own bundle, plus one bundle per gang
 worker (or per Ray Train worker).
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from fluid.core.tolerances import CPU_TOL
-from fluid.tune._bridge.placement_groups import cpus_in, shape_cpus, shape_of
-from fluid.tune._bridge.train_trials import train_shape
+from fluid.tune._placement_groups import cpus_in, shape_cpus, shape_of
 from fluid.tune._records import PLACED, TrialRecord, TrialStore
+from fluid.tune._train_trials import train_shape
 
 
 class CpuAccount:

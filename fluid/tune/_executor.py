@@ -15,7 +15,7 @@ The base scheduler keeps deciding *what* runs: it sees every trial with the stat
 starts only when the base would have started it. Each hook turns what Tune reports into events
 of the trials' ``Lifecycle`` and calls on the ``Planner``; all planning happens in
 ``choose_trial_to_run`` (once per controller step); what the plan decided becomes Tune actions
-(``_bridge.actions``).
+(``_actions``).
 """
 
 from __future__ import annotations
@@ -31,22 +31,23 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid.core import Tunables
+from fluid.tune import _actions as actions
+from fluid.tune import _admission as admission
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge import actions, admission
-from fluid.tune._bridge.base_view import base_view, eligible
-from fluid.tune._bridge.capacity import Capacity
-from fluid.tune._bridge.limits import announce_cap, check_base
-from fluid.tune._bridge.plan_lines import PlanReport
-from fluid.tune._bridge.resources import ResourceView
-from fluid.tune._bridge.state_file import StateFile, state_of
-from fluid.tune._bridge.train_trials import check_ray_train
+from fluid.tune._base_view import base_view, eligible
+from fluid.tune._capacity import Capacity
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._group import TrialGroup, TrialGroupMixin
 from fluid.tune._lifecycle import Lifecycle
+from fluid.tune._limits import announce_cap, check_base
 from fluid.tune._options import FluidConfigError, FluidOptions
+from fluid.tune._plan_lines import PlanReport
 from fluid.tune._planner import Planner
 from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialRecord, TrialStore
+from fluid.tune._resources import ResourceView
 from fluid.tune._specs import SpecCache
+from fluid.tune._state_file import StateFile, state_of
+from fluid.tune._train_trials import check_ray_train
 
 __all__ = ["FluidConfigError", "FluidExecutor"]
 

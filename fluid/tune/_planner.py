@@ -35,14 +35,14 @@ from fluid.core.packing import PROBE_SHARE, in_flight_bound
 from fluid.core.policy import first_result_due, replan_due
 from fluid.core.static import start_while_room
 from fluid.core.tolerances import CPU_TOL
-from fluid.tune._bridge.placement_groups import describe
-from fluid.tune._bridge.resources import ResourceView, cpus_of_view
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._lifecycle import Lifecycle
+from fluid.tune._placement_groups import describe
 from fluid.tune._probes import PackingProbes
 from fluid.tune._records import Phase, TrialRecord, by_group
 from fluid.tune._resizes import Resizes
+from fluid.tune._resources import ResourceView, cpus_of_view
 from fluid.tune._specs import SpecCache
 
 logger = logging.getLogger("fluid")
@@ -341,7 +341,7 @@ class Planner:
         entry = {"time": self._clock(), "kind": kind, "group": gid,
                  "widths": {k: v for k, v in widths.items()}}
         self.plan_log.append(entry)
-        # The user sees each change as the trial starts or resizes (_bridge.plan_lines).
+        # The user sees each change as the trial starts or resizes (``_plan_lines``).
         logger.debug(
             "Fluid %s plan for TrialGroup %d: %s", kind, gid,
             ", ".join(f"{k}: {describe(v)}" for k, v in widths.items()),

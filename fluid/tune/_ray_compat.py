@@ -181,7 +181,7 @@ def callback_list(controller: Any) -> list | None:
     """The experiment's callbacks, a list whose entries Fluid may wrap in place or append to
     (``None``: unknown).
 
-    Why: Fluid keeps each iteration once for every logger (``_bridge.once``) by wrapping the
+    Why: Fluid keeps each iteration once for every logger (``_once``) by wrapping the
     entries of ``TuneController._callbacks._callbacks``; Tune keeps no other handle on them.
     """
     callbacks = getattr(getattr(controller, "_callbacks", None), "_callbacks", None)

@@ -62,7 +62,7 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.DONE: frozenset({Phase.HELD}),
 }
 
-#: Tune's status of these differs from what the base scheduler expects (see ``_bridge.base_view``).
+#: Tune's status of these differs from what the base scheduler expects (see ``_base_view``).
 MASKED = frozenset({Phase.HELD, Phase.QUEUED, Phase.READY, Phase.RESIZING})
 #: Waiting for the base scheduler to (re)start them.
 STARTABLE = frozenset({Phase.HELD, Phase.PAUSED})
@@ -127,7 +127,7 @@ class TrialRecord:
     budget_resizes: int = 0  # resizes since its budget (rung) last changed
     probe: bool = False  # packed to measure packing (``_probes``) until its alpha_i is
     extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
-    # runs a Ray Train trainer: width = its workers (``_bridge.train_trials``)
+    # runs a Ray Train trainer: width = its workers (``_train_trials``)
     ray_train: bool = False
     w_max: float | None = None  # most width it allows (None: no bound of its own)
     no_gpu: bool = False  # asked for no GPU, not Fluid-aware: runs on its request, as in Tune

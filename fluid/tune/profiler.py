@@ -35,7 +35,7 @@ from typing import Any
 
 from fluid.core import fit_alpha, fit_beta, packing_limit, scaling_limit
 from fluid.core.tunables import DEFAULTS
-from fluid.tune._bridge.placement_groups import is_elastic_class, shape_for
+from fluid.tune._placement_groups import is_elastic_class, shape_for
 
 #: What a ``fluid.train`` trainable reports its peak GPU memory as (bytes).
 PEAK_MEMORY_KEY = "fluid_peak_gpu_memory"

@@ -1,4 +1,4 @@
-"""``fluid.tune._bridge.actions``: the callback list Fluid gives the experiment (no Ray
+"""``fluid.tune._actions``: the callback list Fluid gives the experiment (no Ray
 started)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from ray.tune import Callback
 
-from fluid.tune._bridge.actions import ShapeColumn
+from fluid.tune._actions import ShapeColumn
 
 
 class Stateful(Callback):

@@ -40,7 +40,7 @@ def _wait_for(predicate, seconds: float) -> bool:
 def test_fluid_waits_for_gpu_nodes_and_plans_as_they_join(growing, tmp_path, caplog,
                                                            monkeypatch):
     asked = []  # what Fluid asks Ray's autoscaler for (no autoscaler here: recorded only)
-    monkeypatch.setattr("fluid.tune._bridge.waiting.ask_autoscaler", asked.append)
+    monkeypatch.setattr("fluid.tune._waiting.ask_autoscaler", asked.append)
     def two_gpus(config):  # an ordinary trainable asking for 2 GPUs: it gets them
         modeled(config)
 

@@ -15,7 +15,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from fluid import FluidExecutor
 from fluid.tune import FluidConfigError
-from fluid.tune._bridge.limits import concurrency_cap
+from fluid.tune._limits import concurrency_cap
 from tests.tune.trainables import modeled
 
 ITERS = 3

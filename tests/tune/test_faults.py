@@ -12,8 +12,8 @@ from ray.tune import RunConfig, TuneConfig, Tuner
 
 from fluid import FluidConfigError, FluidExecutor, tune
 from fluid.schedulers import ASHAScheduler
-from fluid.tune._bridge.state_file import STATE_FILE
 from fluid.tune._records import Phase
+from fluid.tune._state_file import STATE_FILE
 from tests.tune.trainables import modeled, plain
 
 ITERS = 5

@@ -17,7 +17,7 @@ import pytest
 from ray.tune import Callback
 
 from fluid import FluidExecutor, tune
-from fluid.tune._bridge import history
+from fluid.tune import _history as history
 from tests.tune.trainables import modeled
 
 ITERS = 6

@@ -170,7 +170,7 @@ def test_mean_iteration_time_equals_statistics_mean_over_the_book():
 
 @pytest.mark.parametrize("cpus_per_trial", [None, 1, 0.5])
 def test_remembered_shape_cpus_equal_those_of_the_built_shape(cpus_per_trial):
-    from fluid.tune._bridge.placement_groups import cpus_in
+    from fluid.tune._placement_groups import cpus_in
 
     account = CpuAccount(TrialStore(), cpus_per_trial, 0.5)
     for width in [1 / 3, 0.5, 1.0, 2.0, 5.0]:

@@ -1,4 +1,4 @@
-"""``fluid.tune._bridge.once``: which results reach the wrapped callbacks (no Ray started)."""
+"""``fluid.tune._once``: which results reach the wrapped callbacks (no Ray started)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from ray.tune import Callback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.progress_reporter import TrialProgressCallback
 
-from fluid.tune._bridge.history import RestartTrim
-from fluid.tune._bridge.once import Delivered, Once, install_once
+from fluid.tune._history import RestartTrim
+from fluid.tune._once import Delivered, Once, install_once
 from tests.tune.test_history import _fake_trial
 
 

@@ -12,7 +12,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler
 
 from fluid.core import Tunables
-from fluid.tune._bridge.base_view import base_view
+from fluid.tune._base_view import base_view
 from fluid.tune._options import FluidConfigError, FluidOptions
 from fluid.tune._records import TRANSITIONS, Phase, PhaseError, TrialRecord, TrialStore
 
@@ -145,7 +145,7 @@ def test_planner_starts_only_what_the_cpus_hold_and_spreads_it():
 def test_planner_keeps_a_request_and_its_placement_group():
     from ray.tune import PlacementGroupFactory
 
-    from fluid.tune._bridge.state_file import apply_saved
+    from fluid.tune._state_file import apply_saved
 
     store, _, planner = make_planner(options={"c": 8}, cpus_per_trial=0.5)
     asked = PlacementGroupFactory([{"CPU": 2, "GPU": 2}])
@@ -163,7 +163,7 @@ def test_planner_keeps_a_request_and_its_placement_group():
 
 
 def test_only_a_trial_paused_at_its_budgets_end_with_nothing_left_is_stranded():
-    from fluid.tune._bridge.admission import stranded
+    from fluid.tune._admission import stranded
 
     def book_of(*recs):
         store = TrialStore()
@@ -228,7 +228,7 @@ class _LeastFirst(FIFOScheduler):
 
 
 def test_a_keep_shape_member_restarts_one_per_step_as_under_plain_tune():
-    from fluid.tune._bridge.base_view import eligible
+    from fluid.tune._base_view import eligible
     from fluid.tune._group import TrialGroup
 
     store = TrialStore()
@@ -260,7 +260,7 @@ def test_state_writes_are_throttled_by_their_own_cost_and_forced_ones_always_hap
     # wall clock; a forced write (the last trial out) is never skipped.
     import json
 
-    from fluid.tune._bridge import state_file
+    from fluid.tune import _state_file as state_file
 
     now = [0.0]
     store = state_file.StateFile(lambda: now[0], Tunables())
@@ -285,7 +285,7 @@ def test_state_writes_are_throttled_by_their_own_cost_and_forced_ones_always_hap
 
 
 def test_the_trainable_class_is_looked_up_once_per_trainable(monkeypatch):
-    from fluid.tune._bridge import admission
+    from fluid.tune import _admission as admission
 
     looked: list[str] = []
 

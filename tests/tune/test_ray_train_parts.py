@@ -1,5 +1,5 @@
 """Ray Train trials without Ray: how one is sized (``admission.new_record``, the policy's
-``trial_limits``), shaped (``CpuAccount``) and gated (``_bridge.train_trials``)."""
+``trial_limits``), shaped (``CpuAccount``) and gated (``_train_trials``)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
 from fluid.core.train_shape import RAY_TRAIN_ATTR, WorkerRange
 from fluid.tune import FluidConfigError
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.admission import new_record, trainable_kind
-from fluid.tune._bridge.resources import StartGate, starting_claims
-from fluid.tune._bridge.train_trials import check_ray_train, train_shape
+from fluid.tune._admission import new_record, trainable_kind
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._records import Phase, TrialRecord, TrialStore
+from fluid.tune._resources import StartGate, starting_claims
+from fluid.tune._train_trials import check_ray_train, train_shape
 
 
 def _trial(name: str, workers: WorkerRange | None, status: str = "PAUSED"):

@@ -15,10 +15,10 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
 from fluid.core.shapes import ElasticTrainable
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.actions import ShapeColumn
-from fluid.tune._bridge.admission import TrainableKind, new_record
-from fluid.tune._bridge.resources import OutsideGpus
+from fluid.tune._actions import ShapeColumn
+from fluid.tune._admission import TrainableKind, new_record
 from fluid.tune._records import Phase, TrialRecord, TrialStore
+from fluid.tune._resources import OutsideGpus
 from tests.tune.planning import fake_trial, file_records, make_planner
 
 
@@ -172,7 +172,7 @@ def test_gpus_another_job_holds_are_left_out_of_the_plan(ray4, tmp_path, caplog)
 @pytest.mark.parametrize("growth, share, expected", [(2.0, 0.25, 0.5), (1.5, 0.5, 0.75),
                                                      (2.0, 0.75, 1.0)])
 def test_a_packed_trial_out_of_gpu_memory_grows_its_least_share(growth, share, expected):
-    from fluid.tune._bridge.admission import widen_after_oom
+    from fluid.tune._admission import widen_after_oom
 
     store = TrialStore()
     rec = file_records(store, 1)[0]

@@ -17,8 +17,8 @@ import ray
 from ray.tune.experimental.output import AirVerbosity, TuneTerminalReporter
 
 from fluid import FluidExecutor, tune
+from fluid.tune import _plan_lines as plan_lines
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge import plan_lines
 from tests.tune.trainables import modeled
 
 ITERS = 3

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.result_files import restart_iteration, result_file_copies
+from fluid.tune._result_files import restart_iteration, result_file_copies
 
 
 def test_a_real_trials_result_files_and_restart_iteration(tmp_path, monkeypatch):

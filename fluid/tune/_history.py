@@ -29,7 +29,7 @@ from typing import Any
 from ray.tune.callback import Callback
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.result_files import (
+from fluid.tune._result_files import (
     PROGRESS_CSV,
     RESULT_JSON,
     restart_iteration,

@@ -18,10 +18,10 @@ from ray.tune.callback import CallbackList
 from ray.tune.experiment import Trial
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.once import install_once
-from fluid.tune._bridge.placement_groups import describe
-from fluid.tune._bridge.plan_lines import PlanReport
 from fluid.tune._lifecycle import Lifecycle
+from fluid.tune._once import install_once
+from fluid.tune._placement_groups import describe
+from fluid.tune._plan_lines import PlanReport
 from fluid.tune._records import TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")

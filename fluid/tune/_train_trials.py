@@ -8,7 +8,7 @@ gets the driver's bundle plus one CPU bundle per worker (``fluid.core.train_shap
 stay free for Train's workers.
 
 A Ray Train trial starts only when Ray's free GPUs hold its workers
-(``_bridge.resources.StartGate``; other trials only while GPUs are held outside the
+(``_resources.StartGate``; other trials only while GPUs are held outside the
 experiment); otherwise Train's placement group would wait for GPUs and its start could time
 out.
 """

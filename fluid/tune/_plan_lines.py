@@ -19,7 +19,7 @@ from typing import Any
 
 from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.placement_groups import describe
+from fluid.tune._placement_groups import describe
 from fluid.tune._records import TrialRecord
 
 logger = logging.getLogger("fluid")

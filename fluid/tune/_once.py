@@ -12,7 +12,7 @@ given for that trial (``Delivered``, shared by the wrappers). What a callback on
 it saw it; the re-run of those iterations is not passed on. Left as they are:
 
 * Tune's JSON and CSV loggers: their files are restored from storage when a trial restarts
-  and trimmed to the restart iteration (``_bridge.history.RestartTrim``), so they must
+  and trimmed to the restart iteration (``_history.RestartTrim``), so they must
   get the re-run's rows;
 * progress reporters (a display, not a log) and Fluid's own callbacks.
 
@@ -32,13 +32,13 @@ from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.progress_reporter import TrialProgressCallback
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.history import (
+from fluid.tune._history import (
     ITERATION,
     RestartTrim,
     install_restart_trim,
     last_iteration_stored,
 )
-from fluid.tune._bridge.result_files import checkpoint_iteration, restart_iteration
+from fluid.tune._result_files import checkpoint_iteration, restart_iteration
 
 logger = logging.getLogger("fluid")
 

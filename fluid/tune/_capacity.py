@@ -10,16 +10,16 @@ import functools
 from collections.abc import Callable
 
 from fluid.core import Tunables
-from fluid.tune._bridge.resources import (
+from fluid.tune._planner import Planner
+from fluid.tune._records import TrialRecord, TrialStore
+from fluid.tune._resources import (
     OutsideGpus,
     RayResourceView,
     ResourceView,
     StartGate,
     cpus_of_view,
 )
-from fluid.tune._bridge.waiting import NodeWait
-from fluid.tune._planner import Planner
-from fluid.tune._records import TrialRecord, TrialStore
+from fluid.tune._waiting import NodeWait
 
 
 class Capacity:

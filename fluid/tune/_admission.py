@@ -16,10 +16,10 @@ from fluid.core.shapes import request_width
 from fluid.core.tolerances import WIDTH_TOL
 from fluid.core.train_shape import WorkerRange, train_bounds, worker_range
 from fluid.tune import _ray_compat as compat
-from fluid.tune._bridge.placement_groups import cpus_of, describe, is_elastic_class, width_of
-from fluid.tune._bridge.state_file import apply_saved
 from fluid.tune._options import FluidConfigError
+from fluid.tune._placement_groups import cpus_of, describe, is_elastic_class, width_of
 from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore, stop_of
+from fluid.tune._state_file import apply_saved
 
 logger = logging.getLogger("fluid")
 
