@@ -34,7 +34,7 @@ from typing import Any
 from experiments.tasks import TASKS, Task
 from fluid import algorithms
 from fluid.algorithms import ALGORITHMS
-from fluid.core.shapes import label
+from fluid.shapes.bundles import label
 from fluid.sim.workloads.spaces import TASK_SPACES
 
 __all__ = ["ALGORITHMS", "EXECUTORS", "Budget", "build_parser", "main", "run_experiment"]

@@ -1,6 +1,7 @@
 """Layer contracts, read from the imports of every module (``ast``, nothing is imported):
 
-* ``fluid.core`` imports numpy and the standard library only;
+* ``fluid.core`` imports numpy and the standard library only, ``fluid.shapes`` ``fluid.core``
+  and the standard library only;
 * nothing in ``fluid`` imports ``experiments`` (scripts that use fluid, never used by it);
 * ``fluid.sim`` does not import ``fluid.cli`` (the command line sits on top of the simulator);
 * what runs inside a trial (``fluid.train``, ``fluid.gpu``) does not import the driver's layers
@@ -86,6 +87,15 @@ def test_core_imports_numpy_and_the_standard_library_only() -> None:
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
     ok = lambda imp: _top(imp) in stdlib | {"numpy"} or imp.startswith("fluid.core")  # noqa: E731
     assert _violations("fluid.core", ok) == []
+
+
+def test_shapes_import_core_and_the_standard_library_only() -> None:
+    """Bundles are plain data: the driver (``fluid.tune``) and the trial (``fluid.train``)
+    both read them, and neither layer may import the other."""
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    ok = lambda imp: (_top(imp) in stdlib or imp.startswith("fluid.core")  # noqa: E731
+                      or imp.startswith("fluid.shapes"))
+    assert _violations("fluid.shapes", ok) == []
 
 
 def test_nothing_in_fluid_imports_experiments() -> None:

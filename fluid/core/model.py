@@ -126,3 +126,15 @@ def allowed_widths(c: int, d: int, n: int | None = None) -> list[float]:
     """Widths a trial may take, ascending: ``1/c, ..., 1/2`` then ``1, ..., min(d, n)``."""
     top = d if n is None else min(d, max(n, 1))
     return [1.0 / k for k in range(c, 1, -1)] + [float(w) for w in range(1, top + 1)]
+
+
+def request_width(asked: float) -> float:
+    """The least width Fluid plans that gives a trial the ``asked`` GPUs (0: none asked).
+
+    A share below one rounds up to a share ``1/k`` (0.3 -> 1/3), above one to whole GPUs.
+    """
+    if asked <= WIDTH_TOL:
+        return 0.0
+    if is_packed(asked):
+        return 1.0 / math.floor(1.0 / asked + WIDTH_TOL)
+    return float(math.ceil(asked - WIDTH_TOL))

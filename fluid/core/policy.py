@@ -49,11 +49,10 @@ from dataclasses import dataclass, replace
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
 from fluid.core.guard import is_safe
-from fluid.core.model import TrialSpec, is_packed, slowdown
+from fluid.core.model import TrialSpec, is_packed, request_width, slowdown
 from fluid.core.overheads import c_from_alpha, d_from_beta
 from fluid.core.packing import is_leader
 from fluid.core.pool import GpuPool
-from fluid.core.shapes import request_width
 from fluid.core.tolerances import CPU_TOL, WIDTH_TOL
 from fluid.core.tunables import Tunables
 
@@ -78,7 +77,7 @@ class TrialFacts:
         packing_measured: the experiment's packing cost is measured on this hardware (a
             profile, a given ``alpha``, or the median of the trials probed so far), so its
             ``alpha`` is a measurement, not the conservative prior.
-        ray_train: it runs a Ray Train trainer, one worker per GPU (``fluid.core.train_shape``).
+        ray_train: it runs a Ray Train trainer, one worker per GPU (``fluid.shapes.train_workers``).
         w_max: most width it allows (``None``: no bound of its own).
     """
 

@@ -1,6 +1,6 @@
 """`elastic`: one Tune function trainable that runs at whatever width Fluid gives it.
 
-Shapes (the trial's PlacementGroupFactory; the rule is ``fluid.core.shapes``):
+Shapes (the trial's PlacementGroupFactory; the rule is ``fluid.shapes.bundles``):
 
 * one bundle (``{"CPU": x, "GPU": g}`` with ``g <= 1``): the loop runs in the trial
   process itself, world size 1 (packed when ``g < 1``; ``fluid.train._process``);
@@ -18,8 +18,8 @@ from typing import Any
 
 import ray
 
-from fluid.core import shapes
-from fluid.core.shapes import ELASTIC_ATTR, ElasticTrainable, process_shape
+from fluid.shapes import bundles as shapes
+from fluid.shapes.bundles import ELASTIC_ATTR, ElasticTrainable, process_shape
 from fluid.train._gang import _run_gang
 from fluid.train._process import (
     _ckpt_root,

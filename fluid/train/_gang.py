@@ -20,7 +20,7 @@ import ray
 from ray.tune import Checkpoint
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from fluid.core.shapes import ProcessShape
+from fluid.shapes.bundles import ProcessShape
 from fluid.train import _checkpoint as _ck
 from fluid.train._process import _ckpt_root, _trial_id
 from fluid.train._worker import TrainingWorkerError, _RemoteWorker, _WorkerSpec

@@ -14,7 +14,7 @@ such a trial like any elastic one::
         trainer.fit()
 
 * ``ray_train`` marks the trainable, so Fluid counts the GPUs of its workers and starts it
-  only when they fit (``fluid.core.train_shape`` has the shape);
+  only when they fit (``fluid.shapes.train_workers`` has the shape);
 * ``scaling_config`` gives the trainer the number of workers Fluid chose (read from the
   trial's resources); under plain Tune, the most the mark allows;
 * ``run_config`` reports each Ray Train result to Tune with a checkpoint pointing at Train's
@@ -31,7 +31,7 @@ from typing import Any
 
 from ray import tune
 
-from fluid.core.train_shape import RAY_TRAIN_ATTR, WorkerRange, workers_in
+from fluid.shapes.train_workers import RAY_TRAIN_ATTR, WorkerRange, workers_in
 from fluid.train._result_handoff import TRAIN_RUN_NAME, checkpoint_owner, handoff_callback
 
 #: The ``WorkerRange`` of the ``ray_train`` trainable running in this process (a trial

@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from fluid.core.model import slowdown
-from fluid.core.shapes import ElasticTrainable, width_of
+from fluid.shapes.bundles import ElasticTrainable, width_of
 
 #: Size of the real work per iteration (a square float32 matrix product).
 WORK_SIZE = 64

@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 from ray.tune.experiment import Trial
 
-from fluid.core.extras import extras_of
-from fluid.core.shapes import request_width
+from fluid.core.model import request_width
 from fluid.core.tolerances import WIDTH_TOL
-from fluid.core.train_shape import WorkerRange, train_bounds, worker_range
+from fluid.shapes.extras import extras_of
+from fluid.shapes.train_workers import WorkerRange, train_bounds, worker_range
 from fluid.tune import _ray_compat as compat
 from fluid.tune._options import FluidConfigError
 from fluid.tune._placement_groups import cpus_of, describe, is_elastic_class, width_of

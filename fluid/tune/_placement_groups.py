@@ -1,6 +1,6 @@
-"""Ray's side of ``fluid.core.shapes``: widths as ``PlacementGroupFactory`` objects and back.
+"""Ray's side of ``fluid.shapes.bundles``: widths as ``PlacementGroupFactory`` objects and back.
 
-The rule itself (which bundles a width asks for) lives in ``fluid.core.shapes``; this module
+The rule itself (which bundles a width asks for) lives in ``fluid.shapes.bundles``; this module
 only wraps it in Ray's type.
 """
 
@@ -10,12 +10,13 @@ import functools
 
 from ray.tune import PlacementGroupFactory
 
-from fluid.core import shapes
-from fluid.core.extras import Extras, with_extras
-from fluid.core.shapes import ElasticTrainable, request_width
-from fluid.core.shapes import is_elastic as is_elastic_class
-from fluid.core.shapes import label as describe
+from fluid.core.model import request_width
 from fluid.core.tolerances import WIDTH_TOL
+from fluid.shapes import bundles as shapes
+from fluid.shapes.bundles import ElasticTrainable
+from fluid.shapes.bundles import is_elastic as is_elastic_class
+from fluid.shapes.bundles import label as describe
+from fluid.shapes.extras import Extras, with_extras
 
 __all__ = [
     "ElasticTrainable", "cpus_in", "cpus_of", "describe", "is_elastic_class",
@@ -25,8 +26,8 @@ __all__ = [
 
 def shape_for(width: float, cpus_per_trial: float, cpus_per_worker: float,
               extras: Extras | None = None) -> PlacementGroupFactory:
-    """The placement group factory of a trial of ``width`` GPUs (``fluid.core.shapes``), with
-    the ``extras`` of its request (accelerator type, custom resources: ``fluid.core.extras``)."""
+    """The placement group factory of a trial of ``width`` GPUs (``fluid.shapes.bundles``), with
+    the ``extras`` of its request (accelerator type, custom resources: ``fluid.shapes.extras``)."""
     bundles = shapes.bundles_for(width, cpus_per_trial, cpus_per_worker)
     return PlacementGroupFactory(with_extras(bundles, extras))
 
@@ -37,7 +38,7 @@ def shape_of(width: float, cpus_per_trial: float, cpus_per_worker: float,
     """The placement group factory a trial runs in at ``width`` GPUs.
 
     ``request``: the trial's own factory, kept as it is when the plan gives the trial what it
-    asked for (``fluid.core.shapes.request_width``); any other width gets Fluid's shape
+    asked for (``fluid.core.model.request_width``); any other width gets Fluid's shape
     (``shape_for``) with the request's ``extras``.
     """
     if request is not None and abs(request_width(width_of(request)) - width) <= WIDTH_TOL:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from fluid.core.extras import Extras
+from fluid.shapes.extras import Extras
 from fluid.tune._group import TrialGroup
 
 logger = logging.getLogger("fluid")

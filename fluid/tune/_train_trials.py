@@ -4,7 +4,7 @@ Ray Train starts a trainer's workers in a placement group of its own, outside th
 outside Tune's accounting (ray issue 54305). A trial marked with ``fluid.train.ray_train`` is
 planned at a width of ``w`` GPUs, its workers' count, like a gang (its record's widths come
 from the mark: ``admission.new_record``); its GPUs are never planned for another trial, and Tune
-gets the driver's bundle plus one CPU bundle per worker (``fluid.core.train_shape``), so the GPUs
+gets the driver's bundle plus one CPU bundle per worker (``fluid.shapes.train_workers``), so the GPUs
 stay free for Train's workers.
 
 A Ray Train trial starts only when Ray's free GPUs hold its workers
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from ray.tune import PlacementGroupFactory
 
-from fluid.core.extras import Extras, with_extras
 from fluid.core.model import gpus_of
-from fluid.core.train_shape import driver_bundles
+from fluid.shapes.extras import Extras, with_extras
+from fluid.shapes.train_workers import driver_bundles
 from fluid.tune import _ray_compat as compat
 from fluid.tune._options import FluidConfigError
 from fluid.tune._records import TrialRecord

@@ -24,7 +24,7 @@ import ray
 from ray import tune
 from ray.tune import Checkpoint
 
-from fluid.core.shapes import width_of
+from fluid.shapes.bundles import width_of
 
 
 def rendezvous(config: dict) -> int:

@@ -12,7 +12,7 @@ import ray.train
 from ray.tune import Checkpoint, PlacementGroupFactory
 
 import fluid.train as ft
-from fluid.core.train_shape import WorkerRange, driver_bundles, worker_range
+from fluid.shapes.train_workers import WorkerRange, driver_bundles, worker_range
 from fluid.train import _ray_train, _result_handoff
 
 

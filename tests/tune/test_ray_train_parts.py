@@ -9,7 +9,7 @@ import pytest
 from ray.tune import PlacementGroupFactory
 
 from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
-from fluid.core.train_shape import RAY_TRAIN_ATTR, WorkerRange
+from fluid.shapes.train_workers import RAY_TRAIN_ATTR, WorkerRange
 from fluid.tune import FluidConfigError
 from fluid.tune import _ray_compat as compat
 from fluid.tune._admission import new_record, trainable_kind

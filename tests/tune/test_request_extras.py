@@ -14,7 +14,7 @@ from ray import tune as ray_tune
 from ray.tune import PlacementGroupFactory
 
 from fluid import FluidExecutor, tune
-from fluid.core.extras import extras_of
+from fluid.shapes.extras import extras_of
 from fluid.tune import ElasticTrainable
 
 ACCEL = "accelerator_type:A100"

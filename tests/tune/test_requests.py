@@ -13,7 +13,7 @@ from ray.tune import PlacementGroupFactory
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 
 from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
-from fluid.core.shapes import ElasticTrainable
+from fluid.shapes.bundles import ElasticTrainable
 from fluid.tune import _ray_compat as compat
 from fluid.tune._actions import ShapeColumn
 from fluid.tune._admission import TrainableKind, new_record

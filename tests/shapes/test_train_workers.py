@@ -2,7 +2,7 @@
 
 import pytest
 
-from fluid.core.train_shape import (
+from fluid.shapes.train_workers import (
     RAY_TRAIN_ATTR,
     WorkerRange,
     driver_bundles,

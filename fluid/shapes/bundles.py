@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,18 +49,6 @@ def width_of(bundles: Sequence[Mapping[str, float]]) -> float:
 def head_cpus(bundles: Sequence[Mapping[str, float]]) -> float:
     """CPUs of the first bundle (where the trainable itself runs)."""
     return float(bundles[0].get("CPU", 0)) if bundles else 0.0
-
-
-def request_width(asked: float) -> float:
-    """The least width Fluid plans that gives a trial the ``asked`` GPUs (0: none asked).
-
-    A share below one rounds up to a share ``1/k`` (0.3 -> 1/3), above one to whole GPUs.
-    """
-    if asked <= WIDTH_TOL:
-        return 0.0
-    if is_packed(asked):
-        return 1.0 / math.floor(1.0 / asked + WIDTH_TOL)
-    return float(math.ceil(asked - WIDTH_TOL))
 
 
 def label(width: float | None) -> str:

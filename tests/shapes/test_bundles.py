@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fluid.core.shapes import (
+from fluid.shapes.bundles import (
     ElasticTrainable,
     bundles_for,
     head_cpus,
@@ -75,6 +75,6 @@ def test_the_elastic_marker_is_seen_on_functions_wrappers_and_classes():
 def test_docstring_examples():
     import doctest
 
-    import fluid.core.shapes
+    import fluid.shapes.bundles
 
-    assert doctest.testmod(fluid.core.shapes).failed == 0
+    assert doctest.testmod(fluid.shapes.bundles).failed == 0

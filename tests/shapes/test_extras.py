@@ -1,7 +1,7 @@
 """A request's accelerator type and custom resources stay in every shape Fluid builds."""
 
-from fluid.core.extras import Extras, extras_of, with_extras
-from fluid.core.shapes import bundles_for
+from fluid.shapes.bundles import bundles_for
+from fluid.shapes.extras import Extras, extras_of, with_extras
 
 
 def test_extras_split_into_the_trainables_bundle_and_every_gpu_bundle():
@@ -31,8 +31,8 @@ def test_no_extras_leave_the_bundles_as_they_are():
 def test_docstring_example():
     import doctest
 
-    import fluid.core.extras
-    import fluid.core.train_shape
+    import fluid.shapes.extras
+    import fluid.shapes.train_workers
 
-    assert doctest.testmod(fluid.core.extras).failed == 0
-    assert doctest.testmod(fluid.core.train_shape).failed == 0
+    assert doctest.testmod(fluid.shapes.extras).failed == 0
+    assert doctest.testmod(fluid.shapes.train_workers).failed == 0
