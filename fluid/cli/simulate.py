@@ -232,7 +232,7 @@ def parse_baselines(value: str) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     """``fluid simulate``; returns the exit code (2, with one line, on a Ray it cannot mirror)."""
-    from fluid.tune._ray_compat import simulator_problem
+    from fluid.tune._ray_versions import simulator_problem
 
     problem = simulator_problem()
     if problem:

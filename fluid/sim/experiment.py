@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
-from ray.tune.experiment import Experiment, Trial
+from ray.tune.experiment import Experiment
 from ray.tune.registry import register_trainable
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, SearchGenerator
@@ -61,6 +61,7 @@ from fluid.sim.controller import RestartCosts, RunStats, SimController, Simulati
 from fluid.sim.profiling import profile_workload
 from fluid.sim.results import EXECUTORS, LOWER_BOUND, Comparison, RunResult
 from fluid.sim.workloads.base import Workload
+from fluid.tune import _ray_compat as compat
 
 FLUID_EXECUTORS = ("fluid", "fluid_static", baselines.ONE_GPU)
 TRAINABLE = "fluid_sim"
@@ -204,16 +205,10 @@ def build_executor(
     raise ValueError(f"unknown executor {executor!r}; known: {list(EXECUTORS)}")
 
 
-@contextmanager
-def _deterministic_ids(seed: int) -> Iterator[None]:
+def _deterministic_ids(seed: int) -> AbstractContextManager[None]:
     """Trial ids from a counter instead of uuid4 (``SearchGenerator``), restored afterwards."""
     counter = iter(range(10**9))
-    original = Trial.__dict__["generate_id"]
-    Trial.generate_id = classmethod(lambda cls: f"t{seed}x{next(counter):05d}")
-    try:
-        yield
-    finally:
-        Trial.generate_id = original
+    return compat.trial_ids(lambda: f"t{seed}x{next(counter):05d}")
 
 
 def run_experiment(

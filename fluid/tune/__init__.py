@@ -13,7 +13,7 @@ combines it with ``scheduler=``. ``ray.tune.Tuner`` works too:
 from ray.tune import *  # noqa: F403  (this module is ray.tune plus Fluid)
 from ray.tune import __all__ as _ray_tune_all
 
-from fluid.tune import _ray_compat  # noqa: F401  (refuses an unsupported Ray)
+from fluid.tune import _ray_versions  # noqa: F401  (refuses an unsupported Ray)
 from fluid.tune._executor import FluidExecutor
 from fluid.tune._group import TrialGroup, TrialGroupMixin
 from fluid.tune._options import FluidConfigError

@@ -15,6 +15,7 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from fluid.tune import _ray_compat as compat
 from fluid.tune._records import MASKED, STARTABLE, Phase, TrialRecord, TrialStore
 
 
@@ -40,14 +41,8 @@ def base_view(store: TrialStore, extra: dict[str, str] | None = None,
     for trial, status in (extra or {}).items():
         rec = store[trial]
         shown.append((rec.trial, rec.trial.status, status))
-    for trial, _real, want in shown:
-        trial.status = want
-    try:
+    with compat.statuses_shown(shown):
         yield
-    finally:
-        for trial, real, want in shown:
-            if trial.status == want:  # the base may have stopped it meanwhile
-                trial.status = real
 
 
 def eligible(base: TrialScheduler, store: TrialStore, tc: Any, scan: int,

@@ -5,80 +5,27 @@ Each is reached through one function here, with a comment on why, and
 ``tests/tune/test_ray_compat.py`` asserts that each still exists with the shape used here, so a
 Ray release that moves one fails that test by name instead of failing a run.
 
-Importing this module (and so ``fluid.tune``) with a Ray outside ``SUPPORTED_RAY`` raises
-``ImportError`` naming the supported range. Within it, each difference between Ray releases
-that Fluid meets is one gate here (``since``), with the release that brought it:
-
-* ``TRAIN_V2_DEFAULT``: Ray Train V2 is the default (before: ``RAY_TRAIN_V2_ENABLED=1``);
-* ``TRAIN_ELASTIC``: Ray Train's ``ScalingConfig(num_workers=(least, most))``;
-* ``SIMULATED_RAY``: the releases whose Tune controller ``fluid.sim`` reproduces;
-* ``SESSION_NAME``: ``RuntimeContext.get_session_name`` (``fluid.gpu.mps`` names its
-  directories after it, else after the head node);
-* ``TUNE_BOHB_CONFIGSPACE_1``: Ray's ``TuneBOHB`` speaks ConfigSpace 1.x (before: 0.x);
-* ``GCS_ACCESSOR``: ``GlobalState._connect_and_get_accessor`` (before: ``_check_connected``).
+Importing this module (and so ``fluid.tune``) with a Ray outside the supported range raises
+``ImportError`` naming it; each difference between the supported Ray releases is a gate of
+``fluid.tune._ray_versions``.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import ray
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 from ray.tune.callback import CallbackList
+from ray.tune.experiment import Trial
 
 # Why: Tune's output engine (its progress reporters) is experimental API: no stable import path.
 from ray.tune.experimental.output import ProgressReporter as ProgressReporter
 from ray.tune.experimental.output import TuneReporterBase
 
-#: The Ray releases Fluid runs on: every minor release from 2.50 to 2.60. pyproject.toml pins
-#: the same range (``tests/tune/test_ray_compat.py`` checks that they agree); the whole suite
-#: runs on the newest, the Tune, Train and scheduler tests also on the oldest (``.ci/run``).
-SUPPORTED_RAY = ">=2.50,<2.61"
-#: Ray Train V2 (trainers whose workers get a placement group of their own) is the default.
-TRAIN_V2_DEFAULT = "2.51"
-#: Ray Train takes ``num_workers=(least, most)`` and resizes its worker group itself.
-TRAIN_ELASTIC = "2.55"
-#: ``ray.get_runtime_context().get_session_name()`` exists.
-SESSION_NAME = "2.54"
-#: Ray's ``TuneBOHB`` builds ConfigSpace 1.x spaces. Before, it needs ConfigSpace 0.x, which
-#: does not load beside numpy 2 (what current pyarrow and pandas need): no TuneBOHB there.
-TUNE_BOHB_CONFIGSPACE_1 = "2.56"
-#: Ray's GCS tables are read through ``GlobalState._connect_and_get_accessor()``.
-GCS_ACCESSOR = "2.52"
-#: The Tune controllers ``fluid.sim`` reproduces: from 2.57 a model-based searcher wrapped in
-#: a ``ConcurrencyLimiter`` may have that many trials pending (``_get_max_pending_trials``),
-#: before it one.
-SIMULATED_RAY = ">=2.57,<2.61"
-
-
-def check_ray_version(version: str | None = None) -> None:
-    """Raise ``ImportError`` unless ``version`` (default: the installed Ray) is supported."""
-    version = ray.__version__ if version is None else version
-    if Version(version) not in SpecifierSet(SUPPORTED_RAY):
-        raise ImportError(
-            f"fluid.tune supports ray[tune]{SUPPORTED_RAY}, found ray {version}; install a "
-            f"supported Ray: pip install 'ray[tune]{SUPPORTED_RAY}'"
-        )
-
-
-check_ray_version()
-
-
-def since(release: str, version: str | None = None) -> bool:
-    """Whether ``version`` (default: the installed Ray) is ``release`` or later."""
-    return Version(ray.__version__ if version is None else version) >= Version(release)
-
-
-def simulator_problem(version: str | None = None) -> str | None:
-    """One line saying why ``fluid.sim`` cannot run on this Ray (``None``: it can)."""
-    version = ray.__version__ if version is None else version
-    if Version(version) in SpecifierSet(SIMULATED_RAY):
-        return None
-    return (f"the simulator reproduces the Tune controller of ray[tune]{SIMULATED_RAY}, found "
-            f"ray {version}; install one: pip install 'ray[tune]{SIMULATED_RAY}'")
+from fluid.tune._ray_versions import GCS_ACCESSOR, since
 
 
 def train_v2_enabled() -> bool:
@@ -123,6 +70,39 @@ def remove_orphaned_train_groups() -> int:
 
 
 # ---------------------------------------------------------------------- the Tune controller
+@contextmanager
+def statuses_shown(shown: list[tuple[Any, str, str]]) -> Iterator[None]:
+    """Show each ``(trial, real, want)`` trial with status ``want`` while inside, then its
+    ``real`` one again (unless something changed it meanwhile: the base stopped the trial).
+
+    Why: Tune's schedulers decide by ``trial.status``; Fluid holds trials PAUSED that the base
+    scheduler must see PENDING (RUNNING while resized). No API shows a scheduler another status.
+    """
+    for trial, _real, want in shown:
+        trial.status = want
+    try:
+        yield
+    finally:
+        for trial, real, want in shown:
+            if trial.status == want:
+                trial.status = real
+
+
+@contextmanager
+def trial_ids(make: Callable[[], str]) -> Iterator[None]:
+    """New Tune trials take their id from ``make()`` while inside.
+
+    Why: Tune gives a trial a random id in the private ``Trial.generate_id``; the simulator
+    needs the same ids for the same seed (the scoreboard compares executors trial by trial).
+    """
+    original = Trial.__dict__["generate_id"]
+    Trial.generate_id = classmethod(lambda cls: make())
+    try:
+        yield
+    finally:
+        Trial.generate_id = original
+
+
 def controller_of(tc: Any) -> Any:
     """The ``TuneController`` behind the argument of a scheduler hook.
 

@@ -16,7 +16,7 @@ from fluid.schedulers import (
     PopulationBasedTraining,
     SyncBOHB,
 )
-from fluid.tune import _ray_compat as compat
+from fluid.tune import _ray_versions as versions
 from tests.tune.trainables import modeled
 
 SPACE = {"q": tune.uniform(0.5, 2.0), "t": 0.05, "iters": 8}
@@ -72,7 +72,7 @@ def test_hyperband(ray4, tmp_path):
 def _bohb(tmp_path, scheduler, seed):
     """``_run`` with Ray's TuneBOHB; ``None`` where that Ray's TuneBOHB cannot build its space
     (before ``TUNE_BOHB_CONFIGSPACE_1`` it needs ConfigSpace 0.x, which numpy 2 rules out)."""
-    if not compat.since(compat.TUNE_BOHB_CONFIGSPACE_1):
+    if not versions.since(versions.TUNE_BOHB_CONFIGSPACE_1):
         with pytest.raises(TypeError, match="unexpected keyword argument 'q'"):
             _run(tmp_path, scheduler, 6, search_alg=TuneBOHB(seed=seed))
         return None

@@ -7,14 +7,9 @@ instance is started.
 from __future__ import annotations
 
 import inspect
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-import ray
 from ray.tune.callback import Callback, CallbackList
 from ray.tune.execution.tune_controller import TrialRunnerWrapper, TuneController
 from ray.tune.registry import TRAINABLE_CLASS
@@ -31,106 +26,6 @@ def _params(fn):
 
 def _init_assigns(attr):
     return f"self.{attr} =" in inspect.getsource(TuneController.__init__)
-
-
-def test_installed_ray_is_supported():
-    compat.check_ray_version()  # what `import fluid.tune` ran
-
-
-@pytest.mark.parametrize("version", ["2.50.0", "2.55.1", "2.59.0", "2.60.0"])
-def test_every_minor_from_2_50_to_2_60_is_supported(version):
-    compat.check_ray_version(version)
-
-
-@pytest.mark.parametrize("version", ["2.49.2", "2.61.0", "3.0.0"])
-def test_unsupported_ray_is_refused_naming_the_range(monkeypatch, version):
-    monkeypatch.setattr(ray, "__version__", version)
-    with pytest.raises(ImportError, match=rf"supports ray\[tune\]{compat.SUPPORTED_RAY}, "
-                                          rf"found ray {version}"):
-        compat.check_ray_version()
-
-
-def test_import_fluid_tune_under_an_unsupported_ray_fails_clearly():
-    code = "import ray; ray.__version__ = '2.49.0'; import fluid.tune"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=300)
-    assert done.returncode != 0
-    assert f"ImportError: fluid.tune supports ray[tune]{compat.SUPPORTED_RAY}" in done.stderr
-
-
-def test_pyproject_pins_the_supported_range():
-    import re
-
-    text = (ROOT / "pyproject.toml").read_text()
-    assert f'"ray[tune]{compat.SUPPORTED_RAY}"' in text
-    pins = re.findall(r'"ray\[\w+\]([^"]*)"', text)
-    assert pins and set(pins) == {compat.SUPPORTED_RAY}, pins  # every extra: the same range
-
-
-def test_ci_tests_the_oldest_supported_ray():
-    oldest = compat.SUPPORTED_RAY.split(",")[0].removeprefix(">=")
-    assert f"OLDEST_RAY := {oldest}." in (ROOT / "Makefile").read_text()
-    assert "make test-oldest-ray" in (ROOT / ".ci" / "run").read_text()
-
-
-def test_each_gate_is_inside_the_range_and_ordered():
-    low = compat.SUPPORTED_RAY.split(",")[0].removeprefix(">=")
-    assert compat.since(low, "2.50.0") and not compat.since("2.51", "2.50.1")
-    for release in (compat.TRAIN_V2_DEFAULT, compat.TRAIN_ELASTIC, compat.SESSION_NAME,
-                    compat.TUNE_BOHB_CONFIGSPACE_1, compat.GCS_ACCESSOR):
-        assert compat.since(release, "2.60.0") and not compat.since(release, low + ".0")
-
-
-def test_train_v2_default_gate_matches_ray(monkeypatch):
-    # Ray's own rule (RAY_TRAIN_V2_ENABLED, its default moved in 2.51) is what Fluid asks.
-    monkeypatch.delenv("RAY_TRAIN_V2_ENABLED", raising=False)
-    assert compat.train_v2_enabled() is compat.since(compat.TRAIN_V2_DEFAULT)
-    monkeypatch.setenv("RAY_TRAIN_V2_ENABLED", "1")
-    assert compat.train_v2_enabled() is True
-
-
-def test_train_elastic_gate_matches_rays_scaling_config():
-    from ray.train.v2.api.config import ScalingConfig
-
-    assert hasattr(ScalingConfig, "elasticity_enabled") is compat.since(compat.TRAIN_ELASTIC)
-
-
-def test_session_name_gate_matches_rays_runtime_context():
-    from ray.runtime_context import RuntimeContext
-
-    assert hasattr(RuntimeContext, "get_session_name") is compat.since(compat.SESSION_NAME)
-
-
-def test_gcs_accessor_gate_and_placement_group_fields_match_ray():
-    from ray._private.state import GlobalState, actors
-    from ray.core.generated.gcs_pb2 import PlacementGroupTableData
-
-    lazy = hasattr(GlobalState, "_connect_and_get_accessor")
-    assert lazy is compat.since(compat.GCS_ACCESSOR)
-    assert lazy or hasattr(GlobalState, "_check_connected")
-    fields = {f.name for f in PlacementGroupTableData.DESCRIPTOR.fields}
-    assert {"creator_job_id", "creator_actor_id", "creator_actor_dead", "is_detached"} <= fields
-    assert "actor_id" in _params(actors)
-
-
-def test_bohb_configspace_gate_matches_rays_tune_bohb():
-    # Ray's TuneBOHB before 2.56 passes ConfigSpace 0.x's `q=` (quantization) argument, which
-    # ConfigSpace 1.x (the one that installs beside numpy 2) refuses.
-    source = (Path(ray.__file__).parent / "tune" / "search" / "bohb" / "bohb_search.py")
-    old_api = "q=quantize" in source.read_text()
-    assert old_api is not compat.since(compat.TUNE_BOHB_CONFIGSPACE_1)
-
-
-def test_simulator_gate_matches_the_controllers_pending_trials():
-    # fluid.sim mirrors _get_max_pending_trials walking a ConcurrencyLimiter (Ray 2.57 on).
-    from ray.tune.execution import tune_controller
-
-    walks = "ConcurrencyLimiter" in inspect.getsource(tune_controller._get_max_pending_trials)
-    assert (compat.simulator_problem() is None) is walks
-    assert compat.simulator_problem("2.60.0") is None
-    problem = compat.simulator_problem("2.50.1")
-    assert problem and "found ray 2.50.1" in problem and "\n" not in problem
 
 
 def test_scheduler_hooks_get_a_wrapper_around_the_controller():
@@ -310,3 +205,21 @@ def test_rays_scheduler_state_is_where_compat_reads_it():
     assert compat.pbt_next_perturbation(pbt, trial) is None
     pbt._trial_state[trial] = SimpleNamespace(last_perturbation_time=2)
     assert compat.pbt_next_perturbation(pbt, trial) == 6
+
+
+def test_statuses_shown_to_the_base_come_back_unless_changed_meanwhile():
+    held, stopped = SimpleNamespace(status="PAUSED"), SimpleNamespace(status="PAUSED")
+    with compat.statuses_shown([(held, "PAUSED", "PENDING"), (stopped, "PAUSED", "PENDING")]):
+        assert (held.status, stopped.status) == ("PENDING", "PENDING")
+        stopped.status = "TERMINATED"  # the base stopped it while it looked
+    assert (held.status, stopped.status) == ("PAUSED", "TERMINATED")
+
+
+def test_trial_ids_come_from_the_given_maker_inside_only():
+    from ray.tune.experiment import Trial
+
+    assert isinstance(inspect.getattr_static(Trial, "generate_id"), classmethod)
+    made = iter(["a1", "a2"])
+    with compat.trial_ids(lambda: next(made)):
+        assert [Trial.generate_id(), Trial.generate_id()] == ["a1", "a2"]
+    assert Trial.generate_id() not in ("a1", "a2")
