@@ -1,0 +1,58 @@
+"""The estimator's running means (no Ray instance) against a recomputation from the samples."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+from ray.tune.experiment import Trial
+
+from fluid.core import Tunables
+from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._records import TrialRecord, TrialStore
+
+
+def _trial(tid: str) -> SimpleNamespace:
+    return SimpleNamespace(trial_id=tid, status=Trial.RUNNING, last_result={})
+
+TUNABLES = Tunables(default_iteration_time=2.0)
+
+def _estimator(store: TrialStore, gpu_memory: float | None, prior: float | None,
+               ) -> OverheadEstimator:
+    return OverheadEstimator(store, alpha=prior, beta=prior, eps=None, refine=True,
+                             trial_memory=None, gpu_memory=gpu_memory, tunables=TUNABLES)
+
+
+def test_mean_iteration_time_equals_statistics_mean_over_the_book():
+    # The estimator keeps the mean one-GPU time of measured trials as an exact running sum;
+    # it must be the very float statistics.mean gives over every measured record now.
+    import statistics
+    from collections import deque
+
+    rng = random.Random(5)
+    store = TrialStore()
+    est = _estimator(store, None, None)
+    recs = []
+    for step in range(3000):
+        if not recs or rng.random() < 0.05:  # a new trial, now and then restored measured
+            samples = deque()
+            if rng.random() < 0.3:
+                samples.extend([(rng.uniform(1, 9), 1.0), (rng.uniform(1, 9), 0.5)])
+            rec = TrialRecord(_trial(f"t{len(recs)}"), 0, 20, samples=samples)
+            store.add(rec)
+            est.track(rec)
+            recs.append(rec)
+        elif rng.random() < 0.02:  # Tune re-adds a trial: a new record replaces the old
+            old = rng.choice(recs)
+            rec = TrialRecord(old.trial, 0, 20, samples=deque(old.samples))
+            store.add(rec)
+            est.track(rec)
+            recs[recs.index(old)] = rec
+        else:
+            rec = rng.choice(recs)
+            store.update(rec, actual=rng.choice([0.5, 1.0, 2.0]), fresh_start=False)
+            est.observe(rec, rng.uniform(1.0, 9.0), float(step))
+        known = [est.iteration_time(r) for r in store.records.values() if r.samples]
+        want = statistics.mean(known) if known else est.default_iteration_time
+        unmeasured = TrialRecord(_trial("new"), 0, 20)
+        assert est.iteration_time(unmeasured) == want, step

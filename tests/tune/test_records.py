@@ -1,0 +1,68 @@
+"""The trial store (no Ray instance): phases move only as ``TRANSITIONS`` allows, each index
+follows every move, and the changes the planner has not taken are noted."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from fluid.tune._records import TRANSITIONS, Phase, PhaseError, TrialRecord, TrialStore
+
+from .planning import fake_trial as _trial
+
+
+def test_the_store_moves_a_record_only_to_a_phase_that_may_follow_its_own():
+    store = TrialStore()
+    rec = TrialRecord(_trial("t"), 0, 5)
+    store.add(rec)
+    with pytest.raises(PhaseError, match="t: RUNNING may not follow HELD"):
+        store.move(rec, Phase.RUNNING)  # a held trial runs only once planned and ready
+    assert rec.phase is Phase.HELD and store.in_phase(frozenset({Phase.HELD})) == [rec]
+    for phase in (Phase.QUEUED, Phase.READY, Phase.RUNNING, Phase.RESIZING, Phase.RUNNING,
+                  Phase.PAUSED, Phase.QUEUED, Phase.DONE):
+        store.move(rec, phase)
+    with pytest.raises(PhaseError, match="RUNNING may not follow DONE"):
+        store.move(rec, Phase.RUNNING)
+    store.move(rec, Phase.HELD)  # Tune retries it: held again
+    with pytest.raises(ValueError, match="TrialStore.move"):
+        store.update(rec, phase=Phase.QUEUED)
+    with pytest.raises(AttributeError):
+        rec.width = 1.0  # records are written by their store only
+    assert all(Phase.HELD not in TRANSITIONS[p] for p in Phase if p is not Phase.DONE)
+
+
+def test_the_store_notes_what_changed_for_the_planner():
+    store = TrialStore()
+    a, b = TrialRecord(_trial("a"), 0, 5), TrialRecord(_trial("b"), 0, 5, priority=1)
+    store.update(a, width=1.0)  # not filed yet: nothing to note
+    store.add(a)
+    store.add(b)
+    assert store.take_changed() == ({"a", "b"}, False)  # filing is a change, not a promotion
+    assert store.take_changed() == (set(), False)
+    store.update(b, priority=2)
+    store.move(a, Phase.QUEUED)
+    assert store.take_changed() == ({"a", "b"}, True)
+    assert store.add_sample(a, 3.0, 0.5, kept=2) and not store.add_sample(a, 2.0, 0.5, kept=2)
+    store.add_sample(a, 1.0, 0.5, kept=2)
+    assert list(a.samples) == [(2.0, 0.5), (1.0, 0.5)] and list(a.raw[0.5]) == [2.0, 1.0]
+    assert store.take_changed() == ({"a"}, False)
+
+
+def test_in_phase_follows_every_phase_change_in_the_order_trials_were_added():
+    # TrialStore indexes records by phase; a scan of every record is the reference.
+    rng = random.Random(0)
+    store = TrialStore()
+    phases = list(Phase)
+    recs = [TrialRecord(_trial(f"t{i}"), 0, 5, phase=rng.choice(phases)) for i in range(40)]
+    for step in range(2000):
+        rec = rng.choice(recs)
+        if rec.trial_id not in store.records or step % 97 == 0:  # new, or a replacing record
+            rec = TrialRecord(rec.trial, 0, 5, phase=rng.choice(phases))
+            recs[int(rec.trial_id[1:])] = rec
+            store.add(rec)
+        else:
+            store.move(rec, rng.choice(sorted(TRANSITIONS[rec.phase] | {rec.phase}, key=str)))
+        wanted = frozenset(rng.sample(phases, rng.randint(1, 4)))
+        expected = [r for r in store.records.values() if r.phase in wanted]
+        assert [id(r) for r in store.in_phase(wanted)] == [id(r) for r in expected]
