@@ -76,3 +76,11 @@ def file_running(store: TrialStore, planner: Planner, widths: list[float], until
         store.add(rec)
         recs.append(rec)
     return recs
+
+
+def new_estimator(store: TrialStore, tunables: Tunables, gpu_memory: float | None = None,
+                  prior: float | None = None) -> OverheadEstimator:
+    """An estimator of ``store``'s trials with ``prior`` for ``alpha`` and ``beta``
+    (``None``: the conservative prior), refining each trial's own."""
+    return OverheadEstimator(store, alpha=prior, beta=prior, eps=None, refine=True,
+                             trial_memory=None, gpu_memory=gpu_memory, tunables=tunables)

@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 
 from ray.tune.experiment import Trial
 
 from fluid.core import Tunables
-from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import TrialRecord, TrialStore
 
-
-def _trial(tid: str) -> SimpleNamespace:
-    return SimpleNamespace(trial_id=tid, status=Trial.RUNNING, last_result={})
+from .planning import fake_trial, new_estimator
 
 TUNABLES = Tunables(default_iteration_time=2.0)
-
-def _estimator(store: TrialStore, gpu_memory: float | None, prior: float | None,
-               ) -> OverheadEstimator:
-    return OverheadEstimator(store, alpha=prior, beta=prior, eps=None, refine=True,
-                             trial_memory=None, gpu_memory=gpu_memory, tunables=TUNABLES)
 
 
 def test_mean_iteration_time_equals_statistics_mean_over_the_book():
@@ -31,14 +22,14 @@ def test_mean_iteration_time_equals_statistics_mean_over_the_book():
 
     rng = random.Random(5)
     store = TrialStore()
-    est = _estimator(store, None, None)
+    est = new_estimator(store, TUNABLES, None, None)
     recs = []
     for step in range(3000):
         if not recs or rng.random() < 0.05:  # a new trial, now and then restored measured
             samples = deque()
             if rng.random() < 0.3:
                 samples.extend([(rng.uniform(1, 9), 1.0), (rng.uniform(1, 9), 0.5)])
-            rec = TrialRecord(_trial(f"t{len(recs)}"), 0, 20, samples=samples)
+            rec = TrialRecord(fake_trial(f"t{len(recs)}", Trial.RUNNING), 0, 20, samples=samples)
             store.add(rec)
             est.track(rec)
             recs.append(rec)
@@ -54,5 +45,5 @@ def test_mean_iteration_time_equals_statistics_mean_over_the_book():
             est.observe(rec, rng.uniform(1.0, 9.0), float(step))
         known = [est.iteration_time(r) for r in store.records.values() if r.samples]
         want = statistics.mean(known) if known else est.default_iteration_time
-        unmeasured = TrialRecord(_trial("new"), 0, 20)
+        unmeasured = TrialRecord(fake_trial("new", Trial.RUNNING), 0, 20)
         assert est.iteration_time(unmeasured) == want, step

@@ -16,6 +16,8 @@ from fluid.tune._options import FluidConfigError, FluidOptions
     ({"default_iteration_time": 0}, "default_iteration_time must be > 0 seconds, got 0"),
     ({"mps": object()}, "mps must be a fluid.gpu.MPSManager"),
 ])
+
+
 def test_options_name_the_parameter_and_range(bad, says):
     with pytest.raises(FluidConfigError, match=says):
         FluidOptions(**bad)

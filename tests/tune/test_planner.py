@@ -157,6 +157,8 @@ def test_small_changes_re_plan_a_large_group_in_rounds(running: int):
 
 @pytest.mark.parametrize(("seconds", "idle", "at_once"),
                          [(2.0, False, False), (10.0, False, True), (2.0, True, True)])
+
+
 def test_a_first_iteration_re_plans_at_once_only_where_it_may_earn_a_gpu(
         seconds: float, idle: bool, at_once: bool):
     # 40 trials two to a GPU on 20 GPUs (prior alpha 1.1, 10 iterations of 1 s assumed each):

@@ -16,22 +16,15 @@ from fluid.tune._options import FluidOptions
 from fluid.tune._planner import Planner
 from fluid.tune._records import LIVE, TRANSITIONS, Phase, TrialRecord, TrialStore
 
-from .planning import new_planner
+from .planning import fake_trial, new_estimator, new_planner
 
 WIDTHS = [None, 0.5, 1.0, 2.0, 3.0]
-
-def _trial(tid: str) -> SimpleNamespace:
-    return SimpleNamespace(trial_id=tid, status=Trial.RUNNING, last_result={})
-
 TUNABLES = Tunables(default_iteration_time=2.0)
 
-def _estimator(store: TrialStore, gpu_memory: float | None, prior: float | None,
-               ) -> OverheadEstimator:
-    return OverheadEstimator(store, alpha=prior, beta=prior, eps=None, refine=True,
-                             trial_memory=None, gpu_memory=gpu_memory, tunables=TUNABLES)
 
 def _planner(store: TrialStore, est: OverheadEstimator, policy, **kw) -> Planner:  # noqa: ANN001
     return new_planner(store, est, policy, TUNABLES, **kw)
+
 
 def _step(rng: random.Random, store: TrialStore, est: OverheadEstimator, planner: Planner,
           recs: list[TrialRecord], now: float) -> None:
@@ -77,11 +70,11 @@ def _step(rng: random.Random, store: TrialStore, est: OverheadEstimator, planner
 def test_cached_specs_and_live_index_equal_a_recomputation(seed, prior, gpu_memory):
     rng = random.Random(seed)
     store = TrialStore()
-    est = _estimator(store, gpu_memory, prior)
+    est = new_estimator(store, TUNABLES, gpu_memory, prior)
     policy = FluidOptions(gpu_memory=gpu_memory).policy
     planner = _planner(store, est, policy)
     planner.start(8.0)
-    recs = [TrialRecord(_trial(f"t{i}"), i % 3, 20, elastic=i % 2 == 0) for i in range(30)]
+    recs = [TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), i % 3, 20, elastic=i % 2 == 0) for i in range(30)]
     for rec in recs:
         store.add(rec)
     specs = planner.specs
