@@ -39,8 +39,8 @@ class Resizes:
     """The rules that resize running trials, each resize asked of the trials' lifecycle.
 
     Args:
-        life: the trials' lifecycle (their pending resizes); specs: their specs; estimator: ``eps`` and measured ``beta``;
-        config, tunables: the policy; cpus: CPU accounting (a gang's workers need CPUs);
+        life: the trials' lifecycle (their pending resizes); specs: their specs;
+        estimator: ``eps`` and measured ``beta``; config, tunables: the policy; cpus: CPU accounting (a gang's workers need CPUs);
         log: where each plan change is logged.
     """
 

@@ -4,8 +4,8 @@ Ray Train starts a trainer's workers in a placement group of its own, outside th
 outside Tune's accounting (ray issue 54305). A trial marked with ``fluid.train.ray_train`` is
 planned at a width of ``w`` GPUs, its workers' count, like a gang (its record's widths come
 from the mark: ``admission.new_record``); its GPUs are never planned for another trial, and Tune
-gets the driver's bundle plus one CPU bundle per worker (``fluid.shapes.train_workers``), so the GPUs
-stay free for Train's workers.
+gets the driver's bundle plus one CPU bundle per worker (``fluid.shapes.train_workers``), so
+the GPUs stay free for Train's workers.
 
 A Ray Train trial starts only when Ray's free GPUs hold its workers
 (``_resources.StartGate``; other trials only while GPUs are held outside the

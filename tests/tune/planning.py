@@ -72,7 +72,8 @@ def file_running(store: TrialStore, planner: Planner, widths: list[float], until
         rec = TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), 0, until, width=w, actual=w,
                           raw={1.0: deque([1.0, 1.0])}, samples=deque([(1.0, 1.0)] * 2),
                           **values)
-        assert planner.life.pool is not None and planner.life.pool.place(rec.trial_id, w) is not None
+        pool = planner.life.pool
+        assert pool is not None and pool.place(rec.trial_id, w) is not None
         store.add(rec)
         recs.append(rec)
     return recs

@@ -74,7 +74,8 @@ def test_cached_specs_and_live_index_equal_a_recomputation(seed, prior, gpu_memo
     policy = FluidOptions(gpu_memory=gpu_memory).policy
     planner = _planner(store, est, policy)
     planner.start(8.0)
-    recs = [TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), i % 3, 20, elastic=i % 2 == 0) for i in range(30)]
+    recs = [TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), i % 3, 20, elastic=i % 2 == 0)
+            for i in range(30)]
     for rec in recs:
         store.add(rec)
     specs = planner.specs
