@@ -205,16 +205,17 @@ def test_no_import_cycles() -> None:
 
 
 def _private_names_defined(tree: ast.Module) -> set[str]:
-    """Every private name a module of ``fluid`` defines: its attributes, functions, classes,
-    parameters and imports."""
+    """Every private name a module of ``fluid`` defines: its attributes (set on ``self`` or
+    ``cls``), functions, classes, parameters and imports."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            names.add(node.attr)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+              and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            names.add(node.attr)  # (set on another object, it is that object's state)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, ast.Import | ast.ImportFrom):
@@ -234,6 +235,7 @@ def test_ray_private_attributes_are_read_in_ray_compat_only() -> None:
     # attribute read outside _ray_compat is another library's (Ray's) state.
     own = set().union(*(_private_names_defined(tree) for tree in TREES.values())) | STDLIB_PRIVATE
     assert {"_trial_info", "_cumul_r", "_tune_controller"} - own  # the reader sees Ray's
+    assert "_x" not in _private_names_defined(ast.parse("other._x = 1"))  # nor a write into it
     reads = sorted(
         f"{name}:{node.lineno} reads .{node.attr}"
         for name, tree in TREES.items() if name != "fluid.tune._ray_compat"

@@ -134,7 +134,7 @@ def build_search(
         search = SearchGenerator(searcher)
     else:
         search = BasicVariantGenerator(random_state=seed)
-        search._uuid_prefix = f"s{seed}_"  # deterministic trial ids (Ray: uuid1)
+        compat.name_variants(search, f"s{seed}_")  # deterministic trial ids
     search.set_search_properties(metric, mode, exp.spec["config"], **exp.public_spec)
     search.add_configurations([exp])
     return search

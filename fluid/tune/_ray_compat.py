@@ -88,6 +88,15 @@ def statuses_shown(shown: list[tuple[Any, str, str]]) -> Iterator[None]:
                 trial.status = real
 
 
+def name_variants(search: Any, prefix: str) -> None:
+    """Name the trials a ``BasicVariantGenerator`` makes ``prefix`` + their index.
+
+    Why: it prefixes each trial's id with a random ``_uuid_prefix`` (uuid1) of its own; the
+    simulator needs the same ids for the same seed.
+    """
+    search._uuid_prefix = prefix
+
+
 @contextmanager
 def trial_ids(make: Callable[[], str]) -> Iterator[None]:
     """New Tune trials take their id from ``make()`` while inside.

@@ -223,3 +223,13 @@ def test_trial_ids_come_from_the_given_maker_inside_only():
     with compat.trial_ids(lambda: next(made)):
         assert [Trial.generate_id(), Trial.generate_id()] == ["a1", "a2"]
     assert Trial.generate_id() not in ("a1", "a2")
+
+
+def test_variant_names_follow_the_given_prefix():
+    from ray.tune.experiment import Experiment
+    from ray.tune.search import BasicVariantGenerator
+
+    search = BasicVariantGenerator(random_state=1)
+    compat.name_variants(search, "s1_")
+    search.add_configurations([Experiment("e", lambda config: None, config={"x": 1})])
+    assert search.next_trial().trial_id.startswith("s1_")
