@@ -7,7 +7,7 @@
 * what runs inside a trial (``fluid.train``, ``fluid.gpu``) does not import the driver's layers
   (``fluid.tune``, ``fluid.sim``, ``fluid.cli``), and ``fluid.tune`` not the simulator's;
 * Ray-private names and modules are imported by ``fluid.tune._ray_compat`` only, and Ray's
-  private attributes are read there only (the overrides of Ray's private methods are checked
+  private attributes are read or set there only (the overrides of Ray's private methods are checked
   in ``tests/tune/test_ray_compat.py``);
 * no mixins: no ``self`` parameter annotated with a class (a helper class reaching into the
   state of the class it is mixed into), no class that inherits from a helper class of a sibling
