@@ -34,6 +34,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/fluid demo
 
+# docs/benchmarks.md: runs the benchmarks not in results/benchmarks yet (hours on 2 CPUs; it
+# resumes where it stopped), then writes the page from their JSON.
+benchmarks: $(STAMP)
+	$(BIN)/fluid bench doc results/benchmarks --run
+
 test: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments tools
 	$(BIN)/python -m pytest -q --durations=15 tests

@@ -1,0 +1,82 @@
+"""``fluid bench doc RESULTS_DIR [--run] [--out FILE]``: docs/benchmarks.md from the benchmarks'
+own JSON.
+
+``--run`` first runs every benchmark of ``benchmarks_page.BENCHMARKS`` whose result is not in
+``RESULTS_DIR`` yet (each a ``fluid`` command with ``--json``), one at a time, saying which; a
+result is ``NAME.json``: ``{"command", "commit", "output"}``, ``output`` the command's JSON as
+it printed it. Then the page is written from what ``RESULTS_DIR`` holds: one section per
+question, each table with the command that made it and the commit it ran on, once; a benchmark
+not run yet is named with its command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fluid.cli.benchmarks_page import BENCHMARKS, Results, page
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
+    head = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no").strip() else "")
+
+
+def run_missing(results: Path, log: Callable[[str], None]) -> None:
+    """Run each benchmark whose result ``results`` lacks, writing ``NAME.json``."""
+    results.mkdir(parents=True, exist_ok=True)
+    todo = [n for n in BENCHMARKS if not (results / f"{n}.json").exists()]
+    for k, name in enumerate(todo, 1):
+        argv = list(BENCHMARKS[name])
+        command = "fluid " + " ".join(argv)
+        log(f"[{k}/{len(todo)}] {name}: {command}")
+        markdown = results / f"{name}.md"
+        if "--paper" in argv:  # it writes a Markdown section, not JSON
+            argv += ["--out", str(markdown)]
+        done = subprocess.run([sys.executable, "-m", "fluid", *argv], cwd=ROOT,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            log(f"  failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+            continue
+        output = ({"markdown": markdown.read_text()} if markdown.exists()
+                  else json.loads(done.stdout))
+        record = {"command": command, "commit": _commit(), "output": output}
+        (results / f"{name}.json").write_text(json.dumps(record) + "\n")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``fluid bench doc``."""
+    p = subparsers.add_parser(
+        "doc", help="write docs/benchmarks.md from the benchmarks' JSON (--run: run them)",
+        description="Write docs/benchmarks.md from the results in RESULTS_DIR (NAME.json, "
+        "each the JSON a benchmark command printed, with the command and its commit); --run "
+        "first runs every benchmark not there yet (an hour or more on 2 CPUs).")
+    p.add_argument("results", metavar="RESULTS_DIR", help="where the results are kept")
+    p.add_argument("--run", action="store_true", help="run the benchmarks not there yet")
+    p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"),
+                   help="the page to write (default: docs/benchmarks.md)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run what is missing (``--run``), then write the page."""
+    results = Path(args.results)
+    if args.run:
+        run_missing(results, lambda line: print(line, file=sys.stderr, flush=True))
+    if not results.is_dir():
+        print(f"fluid: error: RESULTS_DIR {results} does not exist (--run makes it)",
+              file=sys.stderr)
+        return 2
+    text = page(Results(results))
+    Path(args.out).write_text(text)
+    print(f"{args.out}: {len(text.splitlines())} lines")
+    return 0

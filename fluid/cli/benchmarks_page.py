@@ -1,0 +1,337 @@
+"""docs/benchmarks.md (``fluid bench doc``): the benchmarks it shows, each the ``fluid`` command
+that makes its JSON, and its sections, each from those results."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from fluid.sim.stats import summarize
+
+SIM = ("--seeds", "10", "--json", "--no-progress")
+SCOREBOARD = ("--baselines", "tune,tune_tuned,fluid_one_gpu")
+PATTERN = "fluid simulate --algorithm A --workload W"
+SCORE = "--baselines tune,tune_tuned,fluid_one_gpu --seeds 10 --json"
+FIGURE7 = [(w, a) for w in ("cifar10", "wlm", "dcgan")
+           for a in ("syncbohb", "hyperband", "bohb", "asha", "pbt")]
+PRESET_ALGS = ("syncbohb", "hyperband", "bohb", "asha")
+
+
+def _sim(name: str, alg: str, work: str, *extra: str, gpus: int = 8,
+         ) -> tuple[str, tuple[str, ...]]:
+    return name, ("simulate", "--algorithm", alg, "--workload", work, "--gpus", str(gpus),
+                  *extra, *SIM)
+
+
+def _benchmarks() -> dict[str, tuple[str, ...]]:
+    cells = [_sim(f"fig7-{w}-{a}", a, w, *SCOREBOARD) for w, a in FIGURE7]
+    cells += [_sim(f"cifar10-{a}-{n}gpus", a, "cifar10", *SCOREBOARD, gpus=n)
+              for n in (4, 16) for a in PRESET_ALGS]
+    cells += [_sim(f"cifar10-{a}-{g}", a, "cifar10", *SCOREBOARD, "--gpu", g)
+              for g in ("a100", "h100") for a in PRESET_ALGS]
+    cells += [_sim(f"{w}-{a}-h100", a, w, *SCOREBOARD, "--gpu", "h100")
+              for w in ("wlm", "dcgan") for a in ("syncbohb", "hyperband")]
+    cells += [_sim(f"ceiling-{a}-{g}", a, "cifar10", "--baselines", "fluid_one_gpu", "--gpu", g,
+                   gpus=16) for g in ("h100", "a100") for a in PRESET_ALGS]
+    cells += [_sim(f"noprofile-{a}-{g}", a, "cifar10", "--baselines", "tune,fluid_one_gpu",
+                   "--gpu", g, "--no-profile") for g in ("h100", "a100") for a in PRESET_ALGS]
+    return dict(cells) | {
+        "policy": ("bench", "policy", "--json"),
+        "sim": ("bench", "sim", "--executors", "tune,fluid", "--json"),
+        "sim-10000": ("bench", "sim", "--executors", "fluid", "--trials", "10000", "--json"),
+        "validate": ("simulate", "--validate", "--json"),
+        "e2e": ("bench", "e2e", "--quick", "--json"),
+        "e2e-load2": ("bench", "e2e", "--quick", "--load", "2", "--json"),
+        "load": ("bench", "load", "--json"),
+        "paper": ("simulate", "--paper", "--seeds", "10"),
+    }
+
+
+#: Every benchmark of the page: result name -> the ``fluid`` command's arguments.
+BENCHMARKS: dict[str, tuple[str, ...]] = _benchmarks()
+
+
+class Results:
+    """The results in a directory, and the commands of those not there."""
+
+    def __init__(self, directory: Path) -> None:
+        self._records = {p.stem: json.loads(p.read_text()) for p in directory.glob("*.json")}
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """The command's JSON of result ``name`` (``None``: not run)."""
+        record = self._records.get(name)
+        return None if record is None else record["output"]
+
+    def provenance(self, names: Iterable[str], command: str | None = None) -> list[str]:
+        """The command (``command``: its pattern, for many cells) and the commits the results
+        ``names`` ran on, and those not run yet."""
+        names = list(dict.fromkeys(names))
+        ran = [n for n in names if n in self._records]
+        commits: dict[str, int] = {}
+        for n in ran:
+            commits[self._records[n]["commit"]] = commits.get(self._records[n]["commit"], 0) + 1
+        shown = command or (self._records[ran[0]]["command"] if ran
+                            else "fluid " + " ".join(BENCHMARKS[names[0]]))
+        at = ", ".join(f"`{c}`" + (f" ({k} of {len(names)})" if len(commits) > 1 else "")
+                       for c, k in commits.items())
+        lines = [f"`{shown}`" + (f", at {at}." if ran else ".")]
+        missing = [n for n in names if n not in self._records]
+        if missing:
+            lines.append("Not run yet: " + ", ".join(missing) + ".")
+        return lines
+
+
+def cell(value: float | None, ci: list[float] | None) -> str:
+    """``1.22x [0.95, 1.60]`` (``-``: no value)."""
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def median_time(out: dict[str, Any], executor: str) -> str:
+    """Median time to target of ``executor`` over seeds, in simulated seconds."""
+    times = [r["time_to_target"] for r in out["results"]
+             if r["executor"] == executor and r["time_to_target"] is not None]
+    return f"{statistics.median(times):,.0f}" if times else "-"
+
+
+def per_seed_times(out: dict[str, Any], executor: str) -> dict[int, float]:
+    """Time to target of ``executor`` by seed."""
+    return {r["seed"]: r["time_to_target"] for r in out["results"]
+            if r["executor"] == executor and r["time_to_target"] is not None}
+
+
+def ratio_cell(slow: dict[int, float], fast: dict[int, float]) -> str:
+    """Geometric mean over the seeds of both of ``slow / fast``, with its interval."""
+    mean, ci = summarize([slow[s] / fast[s] for s in sorted(slow.keys() & fast.keys())])
+    return cell(mean, list(ci) if ci else None)
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table, numbers right-aligned (every column but the first)."""
+    align = ["---"] + ["---:"] * (len(header) - 1)
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|",
+            *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+INTRO = """# Benchmarks
+
+Written by `fluid bench doc results/benchmarks --run` from the JSON the benchmark commands
+print; each table names the command that made it and the commit it ran on. The machine is the
+development one: 2 vCPUs, no GPU (Ray runs with logical GPUs), shared with other jobs, so
+wall-clock figures are upper bounds. Simulated speedups are geometric means over seeds of
+per-seed ratios with a bootstrap 95% interval in brackets; simulated times are medians over
+seeds (simulated seconds). The simulated trials ask for one GPU each, which Fluid sizes."""
+
+SCORE_HEADER = ["cell", "Tune s", "Tune, max_concurrent_trials = GPUs s",
+                "Fluid, one GPU per trial s", "Fluid s", "fluid_vs_tune", "fluid_vs_tune_tuned",
+                "shape_gain"]
+
+
+def _score_row(label: str, out: dict | None) -> list[str]:
+    if out is None:
+        return [label] + ["(not run)"] + [""] * 6
+    times = [median_time(out, ex) for ex in ("tune", "tune_tuned", "fluid_one_gpu", "fluid")]
+    scores = [cell(out.get(k), out.get(f"{k}_ci95"))
+              for k in ("fluid_vs_tune", "fluid_vs_tune_tuned", "shape_gain")]
+    return [label, *times, *scores]
+
+
+def figure7(res: Results) -> list[str]:
+    """Figure 7 and the other presets: the scoreboard of each cell."""
+    names = [f"fig7-{w}-{a}" for w, a in FIGURE7]
+    presets = ([(f"cifar10-{a}-{n}gpus", f"cifar10 {a}, {n} GPUs") for n in (4, 16)
+                for a in PRESET_ALGS]
+               + [(f"cifar10-{a}-{g}", f"cifar10 {a}, {g}") for g in ("a100", "h100")
+                  for a in PRESET_ALGS]
+               + [(f"{w}-{a}-h100", f"{w} {a}, h100") for w in ("wlm", "dcgan")
+                  for a in ("syncbohb", "hyperband")])
+    return [
+        "## Time to target in the simulator", "",
+        "Columns: medians over seeds of the time to target under plain Tune (`tune`), plain "
+        "Tune with `max_concurrent_trials` = GPUs (`tune_tuned`: the same as `tune` without a "
+        "model-based searcher), Fluid with every trial on exactly one GPU (`fluid_one_gpu`) and "
+        "Fluid; then `fluid_vs_tune`, `fluid_vs_tune_tuned` and `shape_gain` (Fluid over "
+        "`fluid_one_gpu`), the JSON fields of the same names. The paper's testbed model "
+        "(Quadro RTX 6000, 10 GbE) unless a preset is named.", "",
+        "### Figure 7: 8 GPUs", "", *res.provenance(names, f"{PATTERN} --gpus 8 {SCORE}"), "",
+        *table(SCORE_HEADER, [_score_row(n.removeprefix("fig7-").replace("-", " "), res.get(n))
+                              for n in names]), "",
+        "### Other cluster sizes and GPU presets", "",
+        *res.provenance((n for n, _ in presets), f"{PATTERN} --gpus N [--gpu G] {SCORE}"), "",
+        *table(SCORE_HEADER, [_score_row(label, res.get(n)) for n, label in presets]), "",
+    ]
+
+
+def ceiling(res: Results) -> list[str]:
+    """How much room shapes leave: one GPU per trial on twice the GPUs, and the oracle."""
+    rows, names = [], []
+    for g in ("h100", "a100"):
+        for a in PRESET_ALGS:
+            wide, base = res.get(f"ceiling-{a}-{g}"), res.get(f"cifar10-{a}-{g}")
+            names += [f"ceiling-{a}-{g}", f"cifar10-{a}-{g}"]
+            if wide is None or base is None:
+                rows.append([f"cifar10 {a}, {g}", "(not run)", *[""] * 6])
+                continue
+            one8, one16 = per_seed_times(base, "fluid_one_gpu"), per_seed_times(wide,
+                                                                                 "fluid_one_gpu")
+            rows.append([f"cifar10 {a}, {g}", median_time(base, "fluid_one_gpu"),
+                         median_time(wide, "fluid_one_gpu"), median_time(base, "lower_bound"),
+                         ratio_cell(one8, one16),
+                         ratio_cell(one8, per_seed_times(base, "lower_bound")),
+                         cell(base.get("shape_gain"), base.get("shape_gain_ci95"))])
+    return [
+        "### The ceiling: how much room shapes leave", "",
+        "Fluid at one GPU per trial on twice the GPUs (what free packing at two per GPU could "
+        "give at most), and the oracle (`lower_bound`: the winner alone from t = 0 at its best "
+        "shape), each as a geometric mean over seeds against `fluid_one_gpu` on 8 GPUs.", "",
+        *res.provenance(names, f"{PATTERN} --gpus 16 --gpu G --baselines fluid_one_gpu (beside "
+                        "the 8-GPU cells above)"), "",
+        *table(["cell", "Fluid, one GPU per trial s", "the same on 16 GPUs s", "oracle s",
+                "ceiling: one GPU per trial on twice the GPUs", "oracle over one GPU per trial",
+                "shape_gain"], rows), "",
+    ]
+
+
+def no_profile(res: Results) -> list[str]:
+    """Fluid without a profile beside Fluid profiled."""
+    rows, names = [], []
+    for g in ("h100", "a100"):
+        for a in PRESET_ALGS:
+            bare, prof = res.get(f"noprofile-{a}-{g}"), res.get(f"cifar10-{a}-{g}")
+            names += [f"noprofile-{a}-{g}", f"cifar10-{a}-{g}"]
+            if bare is None or prof is None:
+                rows.append([f"cifar10 {a}, {g}", "(not run)", *[""] * 5])
+                continue
+            rows.append([f"cifar10 {a}, {g}", median_time(prof, "fluid"),
+                         median_time(bare, "fluid"),
+                         ratio_cell(per_seed_times(bare, "fluid"), per_seed_times(prof, "fluid")),
+                         cell(prof.get("fluid_vs_tune"), prof.get("fluid_vs_tune_ci95")),
+                         cell(bare.get("fluid_vs_tune"), bare.get("fluid_vs_tune_ci95")),
+                         cell(bare.get("shape_gain"), bare.get("shape_gain_ci95"))])
+    return [
+        "### Without a profile", "",
+        "`--no-profile`: Fluid as a user who never ran `fluid profile` gets it. \"No profile "
+        "over profiled\" is the geometric mean of per-seed ratios of the unprofiled time to "
+        "target over the profiled one (above 1: no profile is slower).", "",
+        *res.provenance(names, f"{PATTERN} --gpus 8 --gpu G --no-profile --baselines "
+                        "tune,fluid_one_gpu (beside the profiled cells above)"), "",
+        *table(["cell", "Fluid, profiled s", "Fluid, no profile s",
+                "no profile over profiled (time)", "fluid_vs_tune profiled",
+                "fluid_vs_tune no profile", "shape_gain no profile"], rows), "",
+    ]
+
+
+def policy_and_simulator(res: Results) -> list[str]:
+    """How long Fluid takes to decide, and how fast the simulator runs."""
+    lines = ["## Policy cost: how long Fluid takes to decide", "",
+             "StaticFluid sizing and placing a new random group on a fresh pool, and one "
+             "DynamicFluid re-plan at its first departure; medians of the runs in ms.", "",
+             *res.provenance(["policy"]), ""]
+    pol = res.get("policy")
+    if pol is not None:
+        lines += table(["trials", "GPUs", "StaticFluid ms", "StaticFluid ms, first run",
+                        "DynamicFluid ms", "started at t=0"],
+                       [[f"{r['trials']:,}", str(r["gpus"]), f"{r['static_ms']:.2f}",
+                         f"{r['static_first_ms']:.2f}", f"{r['dynamic_ms']:.3f}",
+                         f"{r['started']:,}"] for r in pol]) + [""]
+    lines += ["## Simulator speed", "",
+              "A random search of synthetic trials (20 iterations each) on 512 simulated GPUs, "
+              "the simulation's own wall clock.", "", *res.provenance(["sim"]),
+              *res.provenance(["sim-10000"]), ""]
+    rows = [r for n in ("sim", "sim-10000") for r in (res.get(n) or [])]
+    if rows:
+        lines += table(["executor", "trials", "wall s", "vs_tune", "Fluid's hooks s",
+                        "restarts per trial", "simulated makespan s"],
+                       [[r["executor"], f"{r['trials']:,}", f"{r['wall_s']:.1f}",
+                         "-" if r["vs_tune"] is None else f"{r['vs_tune']:.2f}",
+                         "-" if r["hook_seconds"] is None else f"{r['hook_seconds']:.2f}",
+                         f"{r['restarts_per_trial']:.3f}", f"{r['makespan_s']:,.1f}"]
+                        for r in rows]) + [""]
+    return lines
+
+
+def validation(res: Results) -> list[str]:
+    """The simulator's ground truth against published measurements."""
+    lines = ["## Simulator validation", "",
+             "The ground truth (`fluid/sim/truth`) against the measurements shipped in "
+             "`fluid/sim/references/` (docs/simulator.md: what is fitted to what).", "",
+             *res.provenance(["validate"]), ""]
+    out = res.get("validate")
+    if out is None:
+        return lines
+    pack, scale = out["packing"], out["scaling"]
+    fams = "; ".join(f"{f} ({v['points']}) {v['median_signed_error']:+.1%}"
+                     for f, v in pack["by_family"].items())
+    kinds = ", ".join(f"{k} {v['median_abs_rel_error']:.1%}" for k, v in scale["by_kind"].items())
+    one = scale["strong_one_node"]
+    util = "/".join(f"{r['utilization']:.0%}" for r in out["table2"]["rows"])
+    paper = "/".join(f"{r['paper_utilization']:.0%}" for r in out["table2"]["rows"])
+    return lines + table(["check", "points", "result"], [
+        ["packing: k jobs on one GPU, aggregate throughput over one alone",
+         str(len(pack["points"])), f"median abs. relative error {pack['median_abs_rel_error']:.1%};"
+         f" median signed error by family: {fams}"],
+        ["data-parallel scaling", str(len(scale["points"])),
+         f"median abs. relative error {scale['median_abs_rel_error']:.1%} ({kinds}; strong in "
+         f"one node {one['median_abs_rel_error']:.1%} over {one['points']})"],
+        ["Table 2 utilisation, 2 to 32 workers", str(len(out["table2"]["rows"])),
+         f"model {util}, paper {paper}"]]) + [""]
+
+
+def real_runs(res: Results) -> list[str]:
+    """Plain Tune against Fluid on a local Ray instance, idle and under load."""
+    lines = ["## Real runs: plain Tune against Fluid on a local Ray instance", "",
+             "Modeled trials (`fluid.train.modeled`) on logical GPUs, a grid and a HyperBand "
+             "job under both executors, beside what the simulator predicts for each; "
+             "`--load 2` runs two busy processes beside.", "",
+             *res.provenance(["e2e", "e2e-load2"], "fluid bench e2e --quick [--load 2] --json"),
+             ""]
+    rows = []
+    for name, load in (("e2e", "idle"), ("e2e-load2", "load 2")):
+        out = res.get(name)
+        for job, j in (out or {}).get("jobs", {}).items():
+            rows.append([f"{job}, {load}", f"{j['tune']['makespan']:.1f}",
+                         f"{j['fluid']['makespan']:.1f}", f"{j['speedup']:.2f}x",
+                         f"{j['simulated_speedup']:.2f}x", str(j["fluid"].get("resizes", "-"))])
+    if rows:
+        lines += table(["job", "plain Tune s", "Fluid s", "speedup", "simulated speedup",
+                        "resizes"], rows) + [""]
+    load = res.get("load")
+    lines += ["## Load: many short trials", "",
+              "Zero-work trials on logical GPUs: Fluid's overhead on the driver.", "",
+              *res.provenance(["load"]), ""]
+    if load is not None:
+        f = load["fluid"]
+        lines += table(["trials", "plain Tune s", "Fluid s", "vs_tune", "Fluid's hooks ms per "
+                        "trial", "resizes per trial", "driver peak RSS MB after Fluid"],
+                       [[f"{load['trials']:,}", f"{load['tune']['wall_clock']:.1f}",
+                         f"{f['wall_clock']:.1f}", f"{f['vs_tune']:.2f}",
+                         f"{f['hook_ms_per_trial']:.2f}", f"{f['resizes_per_trial']:.3f}",
+                         f"{load['driver_peak_rss_mb']['after_fluid']:,.0f}"]]) + [""]
+    return lines
+
+
+def paper(res: Results) -> list[str]:
+    """The paper's evaluation, simulated: the section ``fluid simulate --paper`` writes."""
+    lines = ["## The paper's evaluation, simulated", "", *res.provenance(["paper"]), ""]
+    out = res.get("paper")
+    if out is None:
+        return lines
+    body = out["markdown"].splitlines()
+    return lines + [line for line in body if not line.startswith(("# ", "## "))] + [""]
+
+
+def page(res: Results) -> str:
+    """docs/benchmarks.md from ``res``."""
+    parts = [INTRO, ""]
+    for section in (figure7, ceiling, no_profile, paper, policy_and_simulator, validation,
+                    real_runs):
+        parts += section(res)
+    wrapped = [line if line.startswith("|") else textwrap.fill(line, 96, break_long_words=False,
+                                                                 break_on_hyphens=False)
+               for line in parts]
+    return "\n".join(wrapped).rstrip() + "\n"

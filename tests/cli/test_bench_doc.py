@@ -1,0 +1,80 @@
+"""``fluid bench doc``: docs/benchmarks.md from the benchmarks' JSON, each table with its
+command and commit, what is not run yet named; ``--run`` runs what is missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fluid.cli import bench_doc
+from fluid.cli.benchmarks_page import BENCHMARKS, Results, page
+
+from .running import run_cli
+
+
+def _cell(tune: float, fluid: float, seeds: int = 3) -> dict:
+    """A ``fluid simulate --json`` result with ``tune`` and ``fluid`` times on each seed."""
+    rows = [{"executor": ex, "seed": s, "time_to_target": t * (1 + s / 10)}
+            for s in range(seeds) for ex, t in (("tune", tune), ("fluid", fluid),
+                                               ("fluid_one_gpu", tune), ("lower_bound", 10.0))]
+    return {"results": rows, "fluid_vs_tune": tune / fluid, "fluid_vs_tune_ci95": [1.0, 2.0],
+            "shape_gain": tune / fluid, "shape_gain_ci95": [1.1, 1.9]}
+
+
+def _write(directory: Path, name: str, output: object, commit: str = "abc1234") -> None:
+    record = {"command": "fluid " + " ".join(BENCHMARKS[name]), "commit": commit,
+              "output": output}
+    (directory / f"{name}.json").write_text(json.dumps(record))
+
+
+def test_each_table_names_its_command_and_commit_and_what_is_not_run(tmp_path: Path) -> None:
+    _write(tmp_path, "fig7-cifar10-syncbohb", _cell(300.0, 200.0))
+    _write(tmp_path, "fig7-dcgan-asha", _cell(100.0, 100.0), commit="def5678")
+    text = page(Results(tmp_path))
+    row = "| cifar10 syncbohb | 330 | - | 330 | 220 | 1.50x [1.00, 2.00] | - | 1.50x [1.10, 1.90] |"
+    assert row in text
+    assert "| wlm bohb | (not run) |" in text
+    assert "at `abc1234` (1 of 15), `def5678` (1 of 15)." in text
+    assert "Not run yet: fig7-cifar10-hyperband," in text
+    assert max(len(line) for line in text.splitlines() if not line.startswith("|")) <= 100
+
+
+def test_no_profile_and_the_ceiling_pair_cells_seed_by_seed(tmp_path: Path) -> None:
+    _write(tmp_path, "cifar10-asha-h100", _cell(200.0, 100.0))
+    _write(tmp_path, "noprofile-asha-h100", _cell(200.0, 150.0))
+    _write(tmp_path, "ceiling-asha-h100", _cell(100.0, 50.0))  # its fluid_one_gpu: 100 s
+    text = page(Results(tmp_path))
+    # no profile over profiled: 150 / 100 on every seed; the ceiling: 200 / 100
+    assert "| cifar10 asha, h100 | 110 | 165 | 1.50x [1.50, 1.50] |" in text
+    assert "| cifar10 asha, h100 | 220 | 110 | 11 | 2.00x [2.00, 2.00] |" in text
+
+
+def test_the_paper_section_is_kept_under_its_own_heading(tmp_path: Path) -> None:
+    _write(tmp_path, "paper", {"markdown": "# Benchmarks\n\n## Simulator\n\n### Table 2\n"})
+    text = page(Results(tmp_path))
+    assert "## The paper's evaluation, simulated" in text and "### Table 2" in text
+    assert "## Simulator\n" not in text and text.count("# Benchmarks") == 1
+
+
+def test_run_writes_each_missing_result_with_its_command_and_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(bench_doc, "BENCHMARKS", {"plan": ("plan", "--example", "figure5",
+                                                           "--json")})
+    out = tmp_path / "page.md"
+    code, printed, err = run_cli(capsys, "bench", "doc", str(tmp_path / "res"), "--run",
+                                 "--out", str(out))
+    assert code == 0 and "[1/1] plan: fluid plan --example figure5 --json" in err
+    record = json.loads((tmp_path / "res" / "plan.json").read_text())
+    assert record["command"] == "fluid plan --example figure5 --json"
+    assert len(record["commit"]) >= 7 and "widths" in record["output"]
+    assert out.read_text().startswith("# Benchmarks") and f"{out}:" in printed
+
+
+def test_a_results_directory_that_does_not_exist_is_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "bench", "doc", str(tmp_path / "none"), "--out",
+                           str(tmp_path / "page.md"))
+    assert code == 2 and "RESULTS_DIR" in err and "--run makes it" in err
