@@ -18,7 +18,7 @@ BUNDLE_PYTHON ?= 3.12
 BUNDLE_ASSUME ?= numpy scipy pandas pyarrow
 BUNDLE := dist/fluid-offline-py$(BUNDLE_PYTHON).tar.xz
 
-.PHONY: install demo test test-oldest-ray lint clean offline-bundle offline-bundle-check
+.PHONY: install demo benchmarks test test-oldest-ray lint clean offline-bundle offline-bundle-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
