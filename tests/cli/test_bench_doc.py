@@ -78,3 +78,9 @@ def test_a_results_directory_that_does_not_exist_is_named(
     code, _, err = run_cli(capsys, "bench", "doc", str(tmp_path / "none"), "--out",
                            str(tmp_path / "page.md"))
     assert code == 2 and "RESULTS_DIR" in err and "--run makes it" in err
+
+
+def test_jobs_below_one_are_refused_naming_the_option(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "bench", "doc", str(tmp_path), "--run", "--jobs", "0")
+    assert code == 2 and "--jobs must be at least 1, got 0" in err
