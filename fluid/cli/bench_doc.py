@@ -3,8 +3,9 @@ own JSON.
 
 ``--run`` first runs every benchmark of ``benchmarks_page.BENCHMARKS`` whose result is not in
 ``RESULTS_DIR`` yet (each a ``fluid`` command with ``--json``), ``--jobs N`` at a time (those
-that time the machine itself alone, after the others), saying which; a result is ``NAME.json``: ``{"command", "commit", "output"}``, ``output`` the command's JSON as
-it printed it. Then the page is written from what ``RESULTS_DIR`` holds: one section per
+that time the machine itself alone, after the others), saying which; a result is
+``NAME.json``: ``{"command", "commit", "output"}``, ``output`` the command's JSON as it
+printed it. Then the page is written from what ``RESULTS_DIR`` holds: one section per
 question, each table with the command that made it and the commit it ran on, once; a benchmark
 not run yet is named with its command.
 """
