@@ -321,8 +321,13 @@ def paper(res: Results) -> list[str]:
     out = res.get("paper")
     if out is None:
         return lines
-    body = out["markdown"].splitlines()
-    return lines + [line for line in body if not line.startswith(("# ", "## "))] + [""]
+    kept, skip = [], False
+    for line in out["markdown"].splitlines():
+        if line.startswith("### "):  # its Figure 7 is the one above, from the same seeds
+            skip = line.startswith("### Figure 7")
+        if not skip and not line.startswith(("# ", "## ")):
+            kept.append(line)
+    return lines + kept + [""]
 
 
 def page(res: Results) -> str:

@@ -51,10 +51,13 @@ def test_no_profile_and_the_ceiling_pair_cells_seed_by_seed(tmp_path: Path) -> N
     assert "| cifar10 asha, h100 | 220 | 110 | 11 | 2.00x [2.00, 2.00] |" in text
 
 
-def test_the_paper_section_is_kept_under_its_own_heading(tmp_path: Path) -> None:
-    _write(tmp_path, "paper", {"markdown": "# Benchmarks\n\n## Simulator\n\n### Table 2\n"})
+def test_the_paper_section_is_kept_under_its_own_heading_without_a_second_figure_7(tmp_path: Path) -> None:
+    _write(tmp_path, "paper", {"markdown": "# Benchmarks\n\n## Simulator\n\n### Table 2\nrow\n"
+                                           "### Figure 7: time to target\nseven\n"
+                                           "### Figure 11: grid search\neleven\n"})
     text = page(Results(tmp_path))
-    assert "## The paper's evaluation, simulated" in text and "### Table 2" in text
+    assert "## The paper's evaluation, simulated" in text and "### Table 2\nrow" in text
+    assert "seven" not in text and "### Figure 11: grid search\neleven" in text  # one Figure 7
     assert "## Simulator\n" not in text and text.count("# Benchmarks") == 1
 
 
