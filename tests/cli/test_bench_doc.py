@@ -51,7 +51,7 @@ def test_no_profile_and_the_ceiling_pair_cells_seed_by_seed(tmp_path: Path) -> N
     assert "| cifar10 asha, h100 | 220 | 110 | 11 | 2.00x [2.00, 2.00] |" in text
 
 
-def test_the_paper_section_is_kept_under_its_own_heading_without_a_second_figure_7(tmp_path: Path) -> None:
+def test_the_paper_section_keeps_its_own_heading_and_no_second_figure_7(tmp_path: Path) -> None:
     _write(tmp_path, "paper", {"markdown": "# Benchmarks\n\n## Simulator\n\n### Table 2\nrow\n"
                                            "### Figure 7: time to target\nseven\n"
                                            "### Figure 11: grid search\neleven\n"})
