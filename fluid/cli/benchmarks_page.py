@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -167,23 +167,32 @@ def figure7(res: Results) -> list[str]:
     ]
 
 
-def ceiling(res: Results) -> list[str]:
-    """How much room shapes leave: one GPU per trial on twice the GPUs, and the oracle."""
+def _paired(res: Results, prefix: str, width: int,
+            row: Callable[[dict, dict], list[str]]) -> tuple[list[list[str]], list[str]]:
+    """A row per cifar10 preset cell from its result ``prefix-A-G`` and the 8-GPU cell beside
+    it (``row(result, base)``), and the names of both."""
     rows, names = [], []
     for g in ("h100", "a100"):
         for a in PRESET_ALGS:
-            wide, base = res.get(f"ceiling-{a}-{g}"), res.get(f"cifar10-{a}-{g}")
-            names += [f"ceiling-{a}-{g}", f"cifar10-{a}-{g}"]
-            if wide is None or base is None:
-                rows.append([f"cifar10 {a}, {g}", "(not run)", *[""] * 6])
-                continue
-            one8, one16 = per_seed_times(base, "fluid_one_gpu"), per_seed_times(wide,
-                                                                                 "fluid_one_gpu")
-            rows.append([f"cifar10 {a}, {g}", median_time(base, "fluid_one_gpu"),
-                         median_time(wide, "fluid_one_gpu"), median_time(base, "lower_bound"),
-                         ratio_cell(one8, one16),
-                         ratio_cell(one8, per_seed_times(base, "lower_bound")),
-                         cell(base.get("shape_gain"), base.get("shape_gain_ci95"))])
+            names += [f"{prefix}-{a}-{g}", f"cifar10-{a}-{g}"]
+            out, base = res.get(names[-2]), res.get(names[-1])
+            rows.append([f"cifar10 {a}, {g}"] + (["(not run)", *[""] * (width - 1)]
+                                                   if out is None or base is None
+                                                   else row(out, base)))
+    return rows, names
+
+
+def _ceiling_row(wide: dict, base: dict) -> list[str]:
+    one8, one16 = per_seed_times(base, "fluid_one_gpu"), per_seed_times(wide, "fluid_one_gpu")
+    return [median_time(base, "fluid_one_gpu"), median_time(wide, "fluid_one_gpu"),
+            median_time(base, "lower_bound"), ratio_cell(one8, one16),
+            ratio_cell(one8, per_seed_times(base, "lower_bound")),
+            cell(base.get("shape_gain"), base.get("shape_gain_ci95"))]
+
+
+def ceiling(res: Results) -> list[str]:
+    """How much room shapes leave: one GPU per trial on twice the GPUs, and the oracle."""
+    rows, names = _paired(res, "ceiling", 6, _ceiling_row)
     return [
         "### The ceiling: how much room shapes leave", "",
         "Fluid at one GPU per trial on twice the GPUs (what free packing at two per GPU could "
@@ -197,22 +206,17 @@ def ceiling(res: Results) -> list[str]:
     ]
 
 
+def _no_profile_row(bare: dict, prof: dict) -> list[str]:
+    return [median_time(prof, "fluid"), median_time(bare, "fluid"),
+            ratio_cell(per_seed_times(bare, "fluid"), per_seed_times(prof, "fluid")),
+            cell(prof.get("fluid_vs_tune"), prof.get("fluid_vs_tune_ci95")),
+            cell(bare.get("fluid_vs_tune"), bare.get("fluid_vs_tune_ci95")),
+            cell(bare.get("shape_gain"), bare.get("shape_gain_ci95"))]
+
+
 def no_profile(res: Results) -> list[str]:
     """Fluid without a profile beside Fluid profiled."""
-    rows, names = [], []
-    for g in ("h100", "a100"):
-        for a in PRESET_ALGS:
-            bare, prof = res.get(f"noprofile-{a}-{g}"), res.get(f"cifar10-{a}-{g}")
-            names += [f"noprofile-{a}-{g}", f"cifar10-{a}-{g}"]
-            if bare is None or prof is None:
-                rows.append([f"cifar10 {a}, {g}", "(not run)", *[""] * 5])
-                continue
-            rows.append([f"cifar10 {a}, {g}", median_time(prof, "fluid"),
-                         median_time(bare, "fluid"),
-                         ratio_cell(per_seed_times(bare, "fluid"), per_seed_times(prof, "fluid")),
-                         cell(prof.get("fluid_vs_tune"), prof.get("fluid_vs_tune_ci95")),
-                         cell(bare.get("fluid_vs_tune"), bare.get("fluid_vs_tune_ci95")),
-                         cell(bare.get("shape_gain"), bare.get("shape_gain_ci95"))])
+    rows, names = _paired(res, "noprofile", 6, _no_profile_row)
     return [
         "### Without a profile", "",
         "`--no-profile`: Fluid as a user who never ran `fluid profile` gets it. \"No profile "
