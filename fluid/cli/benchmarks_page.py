@@ -336,7 +336,7 @@ def paper(res: Results) -> list[str]:
 
 def page(res: Results) -> str:
     """docs/benchmarks.md from ``res``."""
-    parts = [INTRO, ""]
+    parts = [*INTRO.splitlines(), ""]
     for section in (figure7, ceiling, no_profile, paper, policy_and_simulator, validation,
                     real_runs):
         parts += section(res)

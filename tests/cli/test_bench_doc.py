@@ -39,6 +39,7 @@ def test_each_table_names_its_command_and_commit_and_what_is_not_run(tmp_path: P
     assert "at `abc1234` (1 of 15), `def5678` (1 of 15)." in text
     assert "Not run yet: fig7-cifar10-hyperband," in text
     assert max(len(line) for line in text.splitlines() if not line.startswith("|")) <= 100
+    assert text.startswith("# Benchmarks\n\nWritten by `fluid bench doc")
 
 
 def test_no_profile_and_the_ceiling_pair_cells_seed_by_seed(tmp_path: Path) -> None:
