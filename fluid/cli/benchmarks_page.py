@@ -46,7 +46,7 @@ def _benchmarks() -> dict[str, tuple[str, ...]]:
         "validate": ("simulate", "--validate", "--json"),
         "e2e": ("bench", "e2e", "--quick", "--json"),
         "e2e-load2": ("bench", "e2e", "--quick", "--load", "2", "--json"),
-        "load": ("bench", "load", "--json"),
+        "load": ("bench", "load", "--trials", "200", "--json"),
         "paper": ("simulate", "--paper", "--seeds", "10"),
     }
 
