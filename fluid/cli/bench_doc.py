@@ -17,12 +17,10 @@ import itertools
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-from fluid.cli.benchmarks_page import BENCHMARKS, Results, page
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,16 +36,21 @@ def _commit() -> str:
 TIMED = frozenset({"policy", "sim", "sim-10000", "e2e", "e2e-load2", "load"})
 
 
-def run_missing(results: Path, log: Callable[[str], None], jobs: int = 1) -> None:
-    """Run each benchmark whose result ``results`` lacks, writing ``NAME.json``: ``jobs`` at
-    a time, then those of ``TIMED`` one at a time."""
+def run_missing(results: Path, log: Callable[[str], None], jobs: int = 1,
+                benchmarks: Mapping[str, tuple[str, ...]] | None = None) -> None:
+    """Run each benchmark (``benchmarks``, default the page's) whose result ``results``
+    lacks, writing ``NAME.json``: ``jobs`` at a time, then those of ``TIMED`` one at a time."""
+    if benchmarks is None:
+        from fluid.cli.benchmarks_page import BENCHMARKS  # (imports fluid.sim: only when run)
+
+        benchmarks = BENCHMARKS
     results.mkdir(parents=True, exist_ok=True)
-    todo = [n for n in BENCHMARKS if not (results / f"{n}.json").exists()]
+    todo = [n for n in benchmarks if not (results / f"{n}.json").exists()]
     count = itertools.count(1)
 
     def one(name: str) -> None:
-        log(f"[{next(count)}/{len(todo)}] {name}: fluid {' '.join(BENCHMARKS[name])}")
-        _run_one(results, name, log)
+        log(f"[{next(count)}/{len(todo)}] {name}: fluid {' '.join(benchmarks[name])}")
+        _run_one(results, name, benchmarks[name], log)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(one, [n for n in todo if n not in TIMED]))
@@ -55,8 +58,9 @@ def run_missing(results: Path, log: Callable[[str], None], jobs: int = 1) -> Non
         one(name)
 
 
-def _run_one(results: Path, name: str, log: Callable[[str], None]) -> None:
-    argv = list(BENCHMARKS[name])
+def _run_one(results: Path, name: str, args: tuple[str, ...],
+             log: Callable[[str], None]) -> None:
+    argv = list(args)
     command = "fluid " + " ".join(argv)
     markdown = results / f"{name}.md"
     if "--paper" in argv:  # it writes a Markdown section, not JSON
@@ -90,6 +94,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run what is missing (``--run``), then write the page."""
+    from fluid.cli.benchmarks_page import Results, page
+
     results = Path(args.results)
     if args.run:
         if args.jobs < 1:

@@ -63,18 +63,19 @@ def test_the_paper_section_keeps_its_own_heading_and_no_second_figure_7(tmp_path
 
 
 def test_run_writes_each_missing_result_with_its_command_and_commit(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(bench_doc, "BENCHMARKS", {"plan": ("plan", "--example", "figure5",
-                                                           "--json")})
-    out = tmp_path / "page.md"
-    code, printed, err = run_cli(capsys, "bench", "doc", str(tmp_path / "res"), "--run",
-                                 "--out", str(out))
-    assert code == 0 and "[1/1] plan: fluid plan --example figure5 --json" in err
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    said: list[str] = []
+    plan = {"plan": ("plan", "--example", "figure5", "--json")}
+    bench_doc.run_missing(tmp_path / "res", said.append, 1, plan)
+    assert said == ["[1/1] plan: fluid plan --example figure5 --json"]
     record = json.loads((tmp_path / "res" / "plan.json").read_text())
     assert record["command"] == "fluid plan --example figure5 --json"
     assert len(record["commit"]) >= 7 and "widths" in record["output"]
-    assert out.read_text().startswith("# Benchmarks") and f"{out}:" in printed
+    bench_doc.run_missing(tmp_path / "res", said.append, 1, plan)
+    assert len(said) == 1  # kept: not run again
+    out = tmp_path / "page.md"
+    code, printed, _ = run_cli(capsys, "bench", "doc", str(tmp_path / "res"), "--out", str(out))
+    assert code == 0 and out.read_text().startswith("# Benchmarks") and f"{out}:" in printed
 
 
 def test_a_results_directory_that_does_not_exist_is_named(
