@@ -93,12 +93,9 @@ class Lifecycle:
             self.deficit -= len(idle)
 
     # -- from the plan -----------------------------------------------------------------
-    def sized(self, rec: TrialRecord, width: float | None = None) -> None:
-        """The plan gave the trial ``width`` (``None``: the one it has): QUEUED."""
-        if width is None:
-            self.store.move(rec, Phase.QUEUED)
-        else:
-            self.store.move(rec, Phase.QUEUED, width=width)
+    def sized(self, rec: TrialRecord, width: float) -> None:
+        """The plan gave the trial ``width``: QUEUED."""
+        self.store.move(rec, Phase.QUEUED, width=width)
 
     def queued(self, ids: list[str]) -> None:
         """Trials of one priority wait for capacity, after those queued before."""
