@@ -300,6 +300,31 @@ def test_one_module_moves_a_trials_phase() -> None:
     assert _phase_moves(TREES[LIFECYCLE])  # (the reader still finds the writer)
 
 
+#: The modules that plan: they return decisions (``Decision`` values) and change no trial.
+PLANNERS = ("fluid.tune._planner", "fluid.tune._resizes", "fluid.tune._probes",
+            "fluid.tune._specs", "fluid.tune._cpus")
+
+
+def _lifecycle_events() -> set[str]:
+    """The names of ``Lifecycle``'s methods (its events, ``apply`` among them)."""
+    cls = next(node for node in TREES[LIFECYCLE].body
+               if isinstance(node, ast.ClassDef) and node.name == "Lifecycle")
+    return {f.name for f in cls.body if isinstance(f, ast.FunctionDef)} - {"__init__"}
+
+
+def test_the_planners_change_no_trial() -> None:
+    """The planner computes decisions as values; only the executor applies them (and the
+    lifecycle moves the phases): no planning module calls a lifecycle event."""
+    events = _lifecycle_events()
+    assert {"apply", "sized", "placed", "resize_asked"} <= events
+    calls = {name: [node.lineno for node in ast.walk(TREES[name])
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in events
+                    and "life" in ast.unparse(node.func.value)]
+             for name in PLANNERS}
+    assert {name: lines for name, lines in calls.items() if lines} == {}
+
+
 def _code_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """Lines of a function without its docstring (a long docstring explains; it adds no logic)."""
     body = fn.body

@@ -54,13 +54,15 @@ class Capacity:
         assert self.view is not None
         return self.view.gpus()
 
-    def follow(self, planner: Planner) -> None:
+    def follow(self, planner: Planner) -> int | None:
         """The plan follows the cluster (nodes joined or left, GPUs held outside); what the
-        experiment waits for is reviewed."""
+        experiment waits for is reviewed. Returns the whole GPUs the plan's pool is to have
+        (``Planner.sync_cluster``; ``None``: as before)."""
         if self.view is None:
-            return
-        planner.sync_cluster(self.view, self._outside.read(self.view, self._store))
+            return None
+        gpus = planner.sync_cluster(self.view, self._outside.read(self.view, self._store))
         self.waits.review(self._store, self.view.gpus(), planner.cpus)
+        return gpus
 
     def gate(self) -> Callable[[TrialRecord], bool]:
         """Whether Ray holds a planned trial's GPUs now (``StartGate``), Ray's free GPUs read

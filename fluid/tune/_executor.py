@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -127,14 +128,9 @@ class FluidExecutor(TrialScheduler):
         """Wrap another base scheduler (before any trial was added)."""
         if self._store.records:
             raise FluidConfigError("the base scheduler cannot change once trials were added")
-        self._base = base = _checked_base(base_scheduler)
+        self.base = base = _checked_base(base_scheduler)  # the tuning algorithm's scheduler
         if isinstance(base, TrialGroupMixin):
             base.collect_trial_groups()  # taken after each call (``_groups_declared``)
-
-    @property
-    def base(self) -> TrialScheduler:
-        """The wrapped base scheduler (the tuning algorithm's)."""
-        return self._base
 
     def _first_contact(self, tc: Any) -> None:
         """Checks that need the controller: run once, at the first trial."""
@@ -144,6 +140,7 @@ class FluidExecutor(TrialScheduler):
         controller = compat.controller_of(tc)
         gpus, cpus = self._capacity.connect()
         admission.check_setup(controller)
+        self._life.open(int(math.floor(gpus)), self.options.policy.gpu_memory)
         self._planner.start(gpus, cpus)
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)
@@ -210,7 +207,7 @@ class FluidExecutor(TrialScheduler):
     @_timed
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """Plan if anything changed; return the next planned trial with its new shape."""
-        self._capacity.follow(self._planner)
+        self._life.cluster_changed(self._capacity.follow(self._planner))
         # A trial the base paused is PAUSED only once Tune saved it; then the base may want
         # to start others (HyperBandForBOHB halves a bracket when nothing runs).
         settled = [t for t in self._pausing if self._store[t].trial.status != Trial.RUNNING]
@@ -237,7 +234,9 @@ class FluidExecutor(TrialScheduler):
                                     self.tunables.eligible_scan, self._groups_declared)
             return found
 
-        self._planner.plan(startable, compat.search_finished(compat.controller_of(tune_controller)))
+        done = compat.search_finished(compat.controller_of(tune_controller))
+        for decision in self._planner.plan(startable, done):
+            self._life.apply(decision)
         if again:
             self._planner.plan_again()  # look again next step
 
@@ -248,8 +247,11 @@ class FluidExecutor(TrialScheduler):
         now = self._clock()
         store.update(rec, iteration=int(result.get("training_iteration", rec.iteration + 1)),
                      result_width=rec.actual)
+        dt = result.get("time_this_iter_s")
         if not rec.no_gpu:  # (a trial without GPU says nothing about GPU times)
-            self._planner.observe(rec, result.get("time_this_iter_s"), now)
+            self._planner.observe(rec, dt, now)
+            if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
+                self._life.began(rec, now - float(dt))
         checkpointed = bool(result.get("should_checkpoint")) or not rec.function
         restarted = rec.phase is Phase.RESIZING
         self._life.reported(rec, checkpointed)
@@ -282,17 +284,17 @@ class FluidExecutor(TrialScheduler):
     @_timed
     def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
         """Free the trial's GPUs, then tell the base."""
-        self._depart(trial, self._base.on_trial_complete, tune_controller, trial, result)
+        self._depart(trial, self.base.on_trial_complete, tune_controller, trial, result)
 
     @_timed
     def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
         """Free the trial's GPUs, then tell the base."""
-        self._depart(trial, self._base.on_trial_error, tune_controller, trial)
+        self._depart(trial, self.base.on_trial_error, tune_controller, trial)
 
     @_timed
     def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
         """Free the trial's GPUs, then tell the base."""
-        self._depart(trial, self._base.on_trial_remove, tune_controller, trial)
+        self._depart(trial, self.base.on_trial_remove, tune_controller, trial)
 
     def _depart(self, trial: Trial, tell_base: Callable[..., None], *args: Any) -> None:
         """A trial left (completed, failed, removed): free its GPUs, then ``tell_base(*args)``."""
@@ -386,7 +388,6 @@ class FluidExecutor(TrialScheduler):
         """Read measurements written by ``save``; trials added later start with them."""
         with open(checkpoint_path) as f:
             self._state.restored(json.load(f))
-
 
 
 def _checked_base(base: Any) -> TrialScheduler:

@@ -7,6 +7,9 @@ one pending width from the decision to the restart. ``Lifecycle`` is the only co
 changes them, through the named events below; the planner decides and calls them, the hooks
 call them for what Tune reports (the phases and their order: ``_records.TRANSITIONS``).
 
+The planner changes none of it: each step of a plan is a ``Decision``, a value, that
+``Lifecycle.apply`` turns into the events of the plan (``planned``, ``sized``, ...).
+
 ==================  =======================================================================
 event               what it changes
 ==================  =======================================================================
@@ -27,7 +30,9 @@ event               what it changes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from ray.tune.experiment import Trial
 
@@ -35,6 +40,31 @@ from fluid.core import GpuPool
 from fluid.tune._records import Phase, TrialRecord, TrialStore
 from fluid.tune._residency import Residency
 from fluid.tune._specs import SpecCache
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One step of a plan, as a value (``Lifecycle.apply`` carries it out, in this order).
+
+    Attributes:
+        pool: the plan's pool after it (``None``: unchanged).
+        sort_queue: the queue is put in priority order first.
+        started: trials that leave the queue, placed in the plan.
+        widths: trials given a width (QUEUED at it).
+        placed: trials placed in the plan (READY), in the order they are handed to Tune.
+        queued: trials that wait for capacity, after those queued before.
+        resized: running trials' new planned widths (pending resizes).
+        unready: trials just placed whose CPUs do not fit, each back to the queue's front.
+    """
+
+    pool: GpuPool | None = None
+    sort_queue: bool = False
+    started: tuple[str, ...] = ()
+    widths: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    placed: tuple[str, ...] = ()
+    queued: tuple[str, ...] = ()
+    resized: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    unready: tuple[str, ...] = ()
 
 
 class Lifecycle:
@@ -69,20 +99,19 @@ class Lifecycle:
         """A decision placed trials (or moved them): ``pool`` is the plan's pool after it."""
         self.pool = pool
 
-    def cluster_changed(self, target: int) -> None:
-        """The cluster has ``target`` whole GPUs for the plan now: GPUs join the pool at once;
-        lost ones leave it as they fall idle (a deficit), never by evicting a trial."""
-        assert self.pool is not None
-        have = self.pool.n - self.deficit
-        if target > have:
-            paid = min(self.deficit, target - have)
-            self.deficit -= paid
-            self.pool.add_gpus(target - have - paid)
-        else:
-            self.deficit += have - target
-
-    def shed_idle(self) -> None:
-        """Idle GPUs of the deficit leave the pool."""
+    def cluster_changed(self, target: int | None) -> None:
+        """The cluster has ``target`` whole GPUs for the plan now (``None``: as before): GPUs
+        join the pool at once; lost ones leave it as they fall idle (a deficit), never by
+        evicting a trial."""
+        if target is not None:
+            assert self.pool is not None
+            have = self.pool.n - self.deficit
+            if target > have:
+                paid = min(self.deficit, target - have)
+                self.deficit -= paid
+                self.pool.add_gpus(target - have - paid)
+            else:
+                self.deficit += have - target
         if not self.deficit:
             return
         assert self.pool is not None
@@ -93,6 +122,23 @@ class Lifecycle:
             self.deficit -= len(idle)
 
     # -- from the plan -----------------------------------------------------------------
+    def apply(self, decision: Decision) -> None:
+        """Carry out one step of a plan (its events, in ``Decision``'s order)."""
+        store = self.store
+        if decision.pool is not None:
+            self.planned(decision.pool)
+        if decision.sort_queue:
+            self.sort_queue()
+        self.started(decision.started)
+        for tid, width in decision.widths.items():
+            self.sized(store[tid], width)
+        self.placed(decision.placed)
+        self.queued(decision.queued)
+        for tid, width in decision.resized.items():
+            self.resize_asked(store[tid], width)
+        for tid in decision.unready:
+            self.unready(store[tid])
+
     def sized(self, rec: TrialRecord, width: float) -> None:
         """The plan gave the trial ``width``: QUEUED."""
         self.store.move(rec, Phase.QUEUED, width=width)
@@ -104,9 +150,10 @@ class Lifecycle:
             self._queue_unsorted = True
         queue += ids
 
-    def sort_queue(self, reprioritized: bool) -> None:
-        """Highest priority first (a stable sort, only when it may be out of order)."""
-        if reprioritized:
+    def sort_queue(self) -> None:
+        """Highest priority first (a stable sort, only when it may be out of order: it grew,
+        or a priority changed since the last sort)."""
+        if self._specs.take_reprioritized():
             self._queue_unsorted = True
         if self._queue_unsorted:
             self.queue.sort(key=lambda i: -self.store[i].priority)

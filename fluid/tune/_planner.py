@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from fluid.core import GpuPool, PolicyConfig, Tunables, static_fluid, water_fill
@@ -37,7 +37,7 @@ from fluid.core.static import start_while_room
 from fluid.core.tolerances import CPU_TOL
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._lifecycle import Lifecycle
+from fluid.tune._lifecycle import Decision, Lifecycle
 from fluid.tune._placement_groups import describe
 from fluid.tune._probes import PackingProbes
 from fluid.tune._records import Phase, TrialRecord, by_group
@@ -91,10 +91,9 @@ class Planner:
         self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
 
     def start(self, gpus: float, cpus: float | None = None) -> None:
-        """Plan on a cluster of ``gpus`` GPUs (whole GPUs only) and ``cpus`` CPUs (``None``:
-        CPUs are not counted)."""
+        """Plan for a cluster of ``gpus`` GPUs and ``cpus`` CPUs (``None``: CPUs are not
+        counted); the pool (whole GPUs only) is the lifecycle's (``Lifecycle.open``)."""
         self.cpus.total = cpus
-        self.life.open(int(math.floor(gpus)), self._config.gpu_memory)
         self.specs.set_gpus(gpus)
 
     @property
@@ -134,8 +133,6 @@ class Planner:
         at in effect (``PackingProbes.sample_width``)."""
         first = not rec.samples
         width, clean = self.packing.sample_width(rec, dt, now)
-        if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
-            self.life.began(rec, now - float(dt))
         if self._estimator.observe(rec, dt, now, width, clean):
             self.measured(rec, first)
 
@@ -184,8 +181,11 @@ class Planner:
             self.replan(rec.group)
 
     # -- planning ----------------------------------------------------------------------
-    def plan(self, eligible: Callable[[], list[TrialRecord]], search_done: bool) -> None:
-        """Start queued trials, size the trials ``eligible()`` returns, then re-size groups.
+    def plan(self, eligible: Callable[[], list[TrialRecord]], search_done: bool,
+             ) -> Iterator[Decision]:
+        """One plan's steps: start queued trials, size the trials ``eligible()`` returns, then
+        re-size groups. Each step is a ``Decision`` the caller applies (``Lifecycle.apply``)
+        before it asks for the next, which reads the trials as that one left them.
 
         ``search_done``: the search algorithm will add no more trials (until then GPUs idle
         now may soon serve a new trial, so growing into them is not free).
@@ -193,40 +193,39 @@ class Planner:
         self._due = False
         life = self.life
         assert life.pool is not None
-        self._follow_fresh_c()
+        yield from self._follow_fresh_c()
         if self._dynamic:
-            life.planned(self.resizes.unpack(life.pool))
-        self._probe([self._store[i] for i in life.queue])
-        over = self._start_queued()
+            yield self.resizes.unpack(life.pool)
+        yield from self._probe([self._store[i] for i in life.queue])
+        yield Decision(sort_queue=True)
+        over = yield from self._start_queued()
         newly = [] if over else self.cpus.within(eligible(), self.cpus.free())[0]
-        for rec in (r for r in newly if r.no_gpu):  # its own request, as its CPUs fit
-            life.sized(rec, 0.0)
-            life.placed([rec.trial_id])
+        no_gpu = tuple(r.trial_id for r in newly if r.no_gpu)  # its own request, as CPUs fit
+        yield Decision(widths=dict.fromkeys(no_gpu, 0.0), placed=no_gpu)
         newly = [r for r in newly if not r.no_gpu]
         # What the algorithm waits on first: no trial starts while one of a higher priority
         # waits for GPUs (it would take the shares that free up and starve that one).
         waits = max((self._store[i].priority for i in life.queue), default=None)
         for p in sorted({r.priority for r in newly}, reverse=True):
-            self._plan_static([r for r in newly if r.priority == p], waits is None or p >= waits)
+            yield from self._plan_static([r for r in newly if r.priority == p],
+                                         waits is None or p >= waits)
             if life.queue:
                 waits = max(waits if waits is not None else p, p)
         if life.queue or life.ready or not self._dynamic:
             return
         for gid in sorted(self._replan):
             self._batched.pop(gid, None)
-            pool, load = self.resizes.resize_group(gid, life.pool, search_done)
-            life.planned(pool)
+            load = yield from self.resizes.resize_group(gid, life.pool, search_done)
             if load is not None:
                 self._load[gid] = load
         self._replan.clear()
-        life.planned(self.resizes.probe_gangs(life.pool))
+        yield self.resizes.probe_gangs(life.pool)
 
-    def _start_queued(self) -> bool:
+    def _start_queued(self) -> Generator[Decision, None, bool]:
         """Queued trials that fit now start, highest priority first, as many as CPUs allow;
         returns whether some waited for CPUs (then no new trial is sized)."""
         life, store, specs = self.life, self._store, self.specs
         assert life.pool is not None
-        life.sort_queue(specs.take_reprioritized())
         if self.cpus.total is None:  # no CPUs to count: read the queue as far as GPUs free up
             over: list[TrialRecord] = []
             pairs = ((specs.placing_spec(store[i]), store[i].width) for i in life.queue)
@@ -235,51 +234,49 @@ class Planner:
             pairs = ((specs.placing_spec(r), r.width) for r in queued)
         started, _, pool = start_while_room(pairs, life.pool, self._config,
                                             lambda i: store[i].priority)
-        life.planned(pool)
-        life.started(a.trial_id for a in started)
-        life.placed([a.trial_id for a in started])
+        ids = tuple(a.trial_id for a in started)
+        yield Decision(pool=pool, started=ids, placed=ids)
         return bool(over)
 
-    def _plan_static(self, recs: list[TrialRecord], start: bool = True) -> None:
+    def _plan_static(self, recs: list[TrialRecord], start: bool = True,
+                     ) -> Iterator[Decision]:
         """StaticFluid over the trials of one priority that may start now, of every group:
         they share the capacity there is (water-filled together), and are placed group after
         group in the order their algorithm would start them, longest first within a group.
         Not ``start``: they are sized as on a full cluster and all wait."""
         life = self.life
         assert life.pool is not None
-        probed = self._probe(recs) if start else set()
+        probed = (yield from self._probe(recs)) if start else set()
         if probed:
             recs = [r for r in recs if r.trial_id not in probed]
             if not recs:
                 return
         groups = by_group(recs)
         rank = {r.trial_id: k for k, rs in enumerate(groups.values()) for r in rs}
-        pool = life.pool if start else GpuPool(0)
-        plan = static_fluid([self.specs.spec(r) for r in recs], pool, self._config, rank)
-        if start:
-            life.planned(plan.pool)
-        for rec in recs:
-            life.sized(rec, plan.widths[rec.trial_id])
-        life.placed([a.trial_id for a in plan.started])
-        life.queued(plan.waiting)
+        plan = static_fluid([self.specs.spec(r) for r in recs],
+                            life.pool if start else GpuPool(0), self._config, rank)
+        yield Decision(pool=plan.pool if start else None,
+                       widths={r.trial_id: plan.widths[r.trial_id] for r in recs},
+                       placed=tuple(a.trial_id for a in plan.started),
+                       queued=tuple(plan.waiting))
         for gid, rs in groups.items():
             self._log_plan("static", gid, {r.trial_id: plan.widths[r.trial_id] for r in rs})
-        self._unready_over_cpus()
+        yield self._unready_over_cpus()
 
-    def _unready_over_cpus(self) -> None:
-        """Put trials just placed back in the queue, newest first, until the CPUs suffice
+    def _unready_over_cpus(self) -> Decision:
+        """Trials just placed go back to the queue, newest first, until the CPUs suffice
         (StaticFluid may have grown a gang whose workers need more CPUs than are free)."""
-        life, store = self.life, self._store
-        free = self.cpus.free()
-        while free is not None and free < -CPU_TOL:
-            rec = next((store[i] for i in reversed(life.ready)
-                        if store[i].phase is Phase.READY and store[i].width), None)
-            if rec is None:
-                return
-            free += self.cpus.needed(rec)
-            life.unready(rec)
+        free, back = self.cpus.free(), []
+        for tid in reversed(self.life.ready):
+            if free is None or free >= -CPU_TOL:
+                break
+            rec = self._store[tid]
+            if rec.phase is Phase.READY and rec.width:
+                free += self.cpus.needed(rec)
+                back.append(tid)
+        return Decision(unready=tuple(back))
 
-    def _probe(self, waiting: list[TrialRecord]) -> set[str]:
+    def _probe(self, waiting: list[TrialRecord]) -> Generator[Decision, None, set[str]]:
         """Packing probes among ``waiting`` trials (``PackingProbes``): those started are
         READY at a half GPU; returns their ids."""
         life = self.life
@@ -287,15 +284,14 @@ class Planner:
         if not waiting:
             return set()
         started, pool = self.packing.probe(waiting, life.pool)
-        life.planned(pool)
-        life.started(r.trial_id for r in started)
+        ids = tuple(r.trial_id for r in started)
+        yield Decision(pool=pool, started=ids, widths=dict.fromkeys(ids, PROBE_SHARE),
+                       placed=ids)
         for rec in started:
-            life.sized(rec, PROBE_SHARE)
             self._log_plan("probe", rec.group, {rec.trial_id: PROBE_SHARE})
-        life.placed([r.trial_id for r in started])
-        return {r.trial_id for r in started}
+        return set(ids)
 
-    def _follow_fresh_c(self) -> None:
+    def _follow_fresh_c(self) -> Iterator[Decision]:
         """When what a fresh trial's packing is assumed to cost changes its ``c_i`` (probes
         measured it), every spec is built again and the waiting trials are sized again."""
         c = self.specs.fresh_c()
@@ -309,18 +305,18 @@ class Planner:
         queued = [self._store[i] for i in life.queue]
         if queued:
             widths = water_fill([self.specs.spec(r) for r in queued], life.pool.n, self._config)
-            for rec in queued:
-                life.sized(rec, widths[rec.trial_id])
+            yield Decision(widths={r.trial_id: widths[r.trial_id] for r in queued})
 
-    def sync_cluster(self, resources: ResourceView | None, outside: int = 0) -> None:
+    def sync_cluster(self, resources: ResourceView | None, outside: int = 0) -> int | None:
         """A resource change (node joined or left, ``outside`` GPUs held by others than the
-        experiment's trials) re-plans with the GPUs there are for it now.
+        experiment's trials) re-plans with the GPUs there are for it now; returns the whole
+        GPUs the plan's pool is to follow (``Lifecycle.cluster_changed``; ``None``: as before).
 
         Fluid's GPU ids are its own plan, not Ray's devices, so it cannot tell which trials a
         lost node held: those fail in Ray and come back through Tune's retry. Lost capacity
         leaves the plan as GPUs fall idle (a deficit), never by evicting a running trial."""
         if self.life.pool is None or resources is None:
-            return
+            return None
         total, cpus = resources.gpus(), cpus_of_view(resources)
         gpus = max(0.0, total - outside)
         if cpus != self.cpus.total:
@@ -332,10 +328,10 @@ class Planner:
             self.plan_log.append({"time": self._clock(), "kind": "cluster", "group": None,
                                   "widths": {}, "gpus": gpus})
             self.specs.set_gpus(gpus)
-            self.life.cluster_changed(int(math.floor(gpus)))
             self._replan.update(r.group for r in self._store.in_phase(_RUNNING))
             self._due = True
-        self.life.shed_idle()
+            return int(math.floor(gpus))
+        return None
 
     def _log_plan(self, kind: str, gid: int, widths: dict[str, float]) -> None:
         entry = {"time": self._clock(), "kind": kind, "group": gid,

@@ -2,8 +2,8 @@
 
 A resize of a running trial is a pending width (``Lifecycle.pending``, as Ray's
 ``ResourceChangingScheduler`` keeps ``_trials_to_reallocate``) that the executor carries out
-at the trial's next checkpointed result. The decisions, each on the planner's pool (taken and
-given back):
+at the trial's next checkpointed result. The decisions, each on the planner's pool (taken, and
+given back in the ``Decision``):
 
 * leaders on a share onto a whole GPU, before any waiting trial starts (``unpack``);
 * failed gangs back to one GPU, then DynamicFluid where it pays (``resize_group``);
@@ -12,7 +12,7 @@ given back):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 from fluid.core import GpuPool, PolicyConfig, Tunables, resize_group
 from fluid.core.policy import (
@@ -25,7 +25,7 @@ from fluid.core.policy import (
 )
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
-from fluid.tune._lifecycle import Lifecycle
+from fluid.tune._lifecycle import Decision, Lifecycle
 from fluid.tune._records import Phase
 from fluid.tune._specs import SpecCache
 
@@ -36,10 +36,10 @@ PlanLogger = Callable[[str, int, dict[str, float]], None]
 
 
 class Resizes:
-    """The rules that resize running trials, each resize asked of the trials' lifecycle.
+    """The rules that resize running trials, each returning its resizes as a ``Decision``.
 
     Args:
-        life: the trials' lifecycle (their pending resizes); specs: their specs;
+        life: the trials' lifecycle (read: their pending resizes); specs: their specs;
         estimator: ``eps`` and measured ``beta``; config, tunables: the policy; cpus: CPU accounting (a gang's workers need CPUs);
         log: where each plan change is logged.
     """
@@ -50,51 +50,49 @@ class Resizes:
         self._life, self._store, self._specs, self._estimator = life, life.store, specs, estimator
         self._config, self._tunables, self._cpus, self._log = config, tunables, cpus, log
 
-    def unpack(self, pool: GpuPool) -> GpuPool:
+    def unpack(self, pool: GpuPool) -> Decision:
         """Running leaders on a share onto a whole GPU (``fluid.core.policy.unpack_leaders``)."""
         running = [r for r in self._store.in_phase(_RUNNING)
                    if r.width and r.width < 1 and r.trial_id not in self._life.pending]
         if not running:
-            return pool
+            return Decision(pool=pool)
         moved, pool = unpack_leaders(self._specs.live_trials(running), pool,
                                      self._estimator.eps)
         for z in moved:
-            rec = self._store[z.trial_id]
-            self._life.resize_asked(rec, z.new_width)
-            self._log("dynamic", rec.group, {z.trial_id: z.new_width})
-        return pool
+            self._log("dynamic", self._store[z.trial_id].group, {z.trial_id: z.new_width})
+        return Decision(pool=pool, resized={z.trial_id: z.new_width for z in moved})
 
     def resize_group(self, gid: int, pool: GpuPool, search_done: bool,
-                     ) -> tuple[GpuPool, float | None]:
-        """Failed gangs back to one GPU, then DynamicFluid where it pays (``fluid.core``); the
-        pool after them and the group's load per GPU (``None``: no live trial)."""
+                     ) -> Generator[Decision, None, float | None]:
+        """Failed gangs back to one GPU, then DynamicFluid where it pays (``fluid.core``), as
+        the decisions they are; returns the group's load per GPU (``None``: no live trial)."""
         live = self._specs.live_of(gid)
         if not live:
-            return pool, None
+            return None
         views = self._specs.live_trials(live)
         eps = self._estimator.eps
         undone, pool = undo_slow_gangs(views, pool, eps, self._tunables)
-        for z in undone:
-            self._log("dynamic", gid, {z.trial_id: 1.0})
-            self._life.resize_asked(self._store[z.trial_id], 1.0)
         if undone:
+            for z in undone:
+                self._log("dynamic", gid, {z.trial_id: 1.0})
+            yield Decision(resized={z.trial_id: 1.0 for z in undone})
             views = self._specs.live_trials(live)
         load = group_load(views, pool)  # what a first result is measured by
         plan = resize_group(views, pool, self._config, self._tunables, eps, search_done)
-        if plan is None:
-            return pool, load
-        if not self._cpus.hold([(self._store[z.trial_id], z.new_width) for z in plan.resized]):
-            return pool, load  # the gang workers would need CPUs the cluster does not have
-        for z in plan.resized:
-            self._life.resize_asked(self._store[z.trial_id], z.new_width)
+        # (the gang workers of a plan may need CPUs the cluster does not have)
+        if plan is None or not self._cpus.hold(
+                [(self._store[z.trial_id], z.new_width) for z in plan.resized]):
+            yield Decision(pool=pool)
+            return load
+        yield Decision(pool=plan.pool, resized={z.trial_id: z.new_width for z in plan.resized})
         self._log("dynamic", gid, {z.trial_id: z.new_width for z in plan.resized})
-        return plan.pool, load
+        return load
 
-    def probe_gangs(self, pool: GpuPool) -> GpuPool:
+    def probe_gangs(self, pool: GpuPool) -> Decision:
         """Idle GPUs that nobody waits for go to running trials as gang probes (``fluid.core``)."""
         est, tun = self._estimator, self._tunables
         if not may_probe(pool, self._config, tun, est.measured_beta):
-            return pool
+            return Decision(pool=pool)
         running = [r for r in self._store.in_phase(_RUNNING) if r.width]  # (0: no GPU)
         views = self._specs.live_trials(running)
         free = self._cpus.free()
@@ -104,7 +102,5 @@ class Resizes:
         probes, pool = probe_gangs(views, pool, self._config, tun, est.eps, est.measured_beta,
                                    free, extra)
         for z in probes:
-            rec = self._store[z.trial_id]
-            self._life.resize_asked(rec, z.new_width)
-            self._log("probe", rec.group, {z.trial_id: z.new_width})
-        return pool
+            self._log("probe", self._store[z.trial_id].group, {z.trial_id: z.new_width})
+        return Decision(pool=pool, resized={z.trial_id: z.new_width for z in probes})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,8 +36,17 @@ def make_planner(gpus: float = 4.0, cpus: float | None = None, *, options: dict 
     est = OverheadEstimator(store, alpha=alpha, beta=beta, eps=eps, refine=True,
                             trial_memory=None, gpu_memory=None, tunables=tunables)
     planner = new_planner(store, est, opts.policy, tunables, clock=lambda: now, **planner_kw)
+    planner.life.open(int(gpus), opts.policy.gpu_memory)
     planner.start(gpus, cpus)
     return store, est, planner
+
+
+def plan(planner: Planner, eligible: Callable[[], list[TrialRecord]],
+         search_done: bool = False) -> None:
+    """One plan, each of its decisions applied to the planner's lifecycle (as the executor
+    does)."""
+    for decision in planner.plan(eligible, search_done):
+        planner.life.apply(decision)
 
 
 def new_planner(store: TrialStore, est: OverheadEstimator, policy: PolicyConfig,

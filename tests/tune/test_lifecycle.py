@@ -63,7 +63,7 @@ def test_the_queue_keeps_higher_priorities_first():
     store.update(high, priority=1)
     life.queued(["t0"])
     life.queued(["t1"])  # a higher priority after a lower one: sorted at the next plan
-    life.sort_queue(reprioritized=False)
+    life.sort_queue()
     assert life.queue == ["t1", "t0"]
     life.started(["t1"])
     assert life.queue == ["t0"]
@@ -84,8 +84,7 @@ def test_lost_gpus_leave_the_pool_only_as_they_fall_idle():
     store, _, planner = make_planner(gpus=4)
     life = planner.life
     file_running(store, planner, [1.0, 1.0, 1.0])  # GPUs 0-2 busy
-    life.cluster_changed(1)  # three GPUs gone; one of them idle now
-    life.shed_idle()
+    life.cluster_changed(1)  # three GPUs gone; one of them idle now: it leaves
     assert life.pool.n == 3 and life.deficit == 2
     life.cluster_changed(3)  # two came back: the deficit is paid, nothing added
     assert life.pool.n == 3 and life.deficit == 0

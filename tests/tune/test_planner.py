@@ -18,7 +18,7 @@ from fluid.tune._group import TrialGroup
 from fluid.tune._records import Phase, TrialRecord, TrialStore
 
 from .planning import fake_trial as _trial
-from .planning import file_records, file_running, make_planner
+from .planning import file_records, file_running, make_planner, plan
 
 
 class _LeastFirst(FIFOScheduler):
@@ -36,27 +36,27 @@ class _LeastFirst(FIFOScheduler):
 def test_planner_sizes_a_group_and_hands_out_ready_trials_in_order():
     store, _, planner = make_planner(2.0, options={"c": 1, "d": 1}, now=7.0)
     recs = file_records(store, 3)
-    planner.plan(lambda: recs, False)
+    plan(planner, lambda: recs, False)
     assert [r.width for r in recs] == [1.0, 1.0, 1.0]  # c = d = 1: one GPU each
     assert planner.life.ready == ["t0", "t1"] and planner.life.queue == ["t2"]
     assert [r.phase for r in recs] == [Phase.READY, Phase.READY, Phase.QUEUED]
     assert planner.plan_log[0]["kind"] == "static" and planner.plan_log[0]["time"] == 7.0
     assert planner.life.take_ready() is recs[0]
     planner.life.unplace(recs[0])  # t0 left: its GPU goes to the queued trial at the next plan
-    planner.plan(lambda: [], False)
+    plan(planner, lambda: [], False)
     assert planner.life.queue == [] and recs[2].phase is Phase.READY
 
 
 def test_planner_starts_only_what_the_cpus_hold_and_spreads_it():
     store, _, planner = make_planner(4.0, 4.0, options={"c": 8})
     recs = file_records(store, 8, cpus=1.0)
-    planner.plan(lambda: [r for r in recs if r.phase is Phase.HELD], False)
+    plan(planner, lambda: [r for r in recs if r.phase is Phase.HELD], False)
     assert planner.life.ready == ["t0", "t1", "t2", "t3"]  # 4 CPUs: 4 one-CPU trials
     assert [r.phase for r in recs[4:]] == [Phase.HELD] * 4  # not sized yet
     assert sorted(g for r in recs[:4] for g in planner.life.pool.where(r.trial_id)) == [0, 1, 2, 3]
     planner.life.unplace(recs[0])
     store.move(recs[0], Phase.DONE)
-    planner.plan(lambda: [r for r in recs if r.phase is Phase.HELD], False)
+    plan(planner, lambda: [r for r in recs if r.phase is Phase.HELD], False)
     assert planner.life.ready[-1] == "t4" and recs[5].phase is Phase.HELD
 
 
@@ -71,7 +71,7 @@ def test_planner_keeps_a_request_and_its_placement_group():
     free = TrialRecord(_trial("free"), 0, 10)
     for r in (rec, free):
         store.add(r)
-    planner.plan(lambda: [rec, free], False)
+    plan(planner, lambda: [rec, free], False)
     assert rec.width == 2.0 and planner.cpus.shape(rec, rec.width) is asked
     assert planner.cpus.needed(rec) == 2.0 and planner.cpus.needed(free, 0.5) == 0.5
     # A restored trial's placement group is Fluid's shape; the saved state keeps the request.
@@ -94,7 +94,7 @@ def test_planner_keeps_plain_tunes_shape_for_a_keep_shape_group():
     stiff = TrialRecord(_trial("stiff"), 0, 10, elastic=False, asked=2.0)
     for r in (plain, asked, stiff):
         store.add(r)
-    planner.plan(lambda: [plain, asked, stiff], False)
+    plan(planner, lambda: [plain, asked, stiff], False)
     assert (plain.width, asked.width, stiff.width) == (1.0, 2.0, 1.0)
     while planner.life.take_ready():  # handed to Tune: running and measured
         pass
@@ -102,7 +102,7 @@ def test_planner_keeps_plain_tunes_shape_for_a_keep_shape_group():
         store.move(r, Phase.RUNNING, actual=r.width, checkpoints=True)
         store.add_sample(r, 1.0, r.width, kept=5)
     planner.replan(0)
-    planner.plan(lambda: [], False)
+    plan(planner, lambda: [], False)
     assert (plain.width, asked.width) == (1.0, 2.0) and not planner.plan_log[1:]
 
 
@@ -140,7 +140,7 @@ def test_small_changes_re_plan_a_large_group_in_rounds(running: int):
     # re-plan visits every running trial), at every one in a group of fewer than 10.
     store, _, planner = make_planner(float(running))
     recs = file_records(store, running)
-    planner.plan(lambda: recs, False)
+    plan(planner, lambda: recs, False)
     while planner.life.take_ready():  # handed to Tune: running
         pass
     for r in recs:
@@ -151,7 +151,7 @@ def test_small_changes_re_plan_a_large_group_in_rounds(running: int):
         planner.replan_batched(0)
         triggered.append(planner.due)
         if planner.due:
-            planner.plan(lambda: [], False)  # the re-plan starts a new round
+            plan(planner, lambda: [], False)  # the re-plan starts a new round
     assert triggered == ([False] * (per_round - 1) + [True]) * 2
 
 
@@ -167,14 +167,14 @@ def test_a_first_iteration_re_plans_at_once_only_where_it_may_earn_a_gpu(
     # (batched unless a GPU is idle), 81.8 s above it (it may be due a GPU: at once).
     store, est, planner = make_planner(20.0, alpha=1.1)
     recs = file_records(store, 40)
-    planner.plan(lambda: recs, False)
+    plan(planner, lambda: recs, False)
     while planner.life.take_ready():
         pass
     for r in recs:
         store.move(r, Phase.RUNNING, actual=r.width, fresh_start=False)
     assert {r.width for r in recs} == {0.5} and planner.life.pool.idle_count() == 0
     planner.replan(0)
-    planner.plan(lambda: [], False)  # the re-plan that measures the group's load
+    plan(planner, lambda: [], False)  # the re-plan that measures the group's load
     assert not planner.due
     if idle:  # both trials of a GPU other than t0's leave
         gpu = next(g for r in recs if (g := planner.life.pool.where(r.trial_id))
@@ -209,7 +209,7 @@ def test_without_a_profile_equal_trials_use_every_gpu_and_probe_packing():
     store, est, planner = _setup(gpus=4.0)
     assert (est.prior_alpha, est.prior_beta) == (T.prior_alpha, T.prior_beta)
     recs = _records(store, 8)
-    planner.plan(lambda: recs, False)
+    plan(planner, lambda: recs, False)
     ready = [r for r in recs if r.phase is Phase.READY]
     assert sorted(r.width for r in ready) == [0.5] * T.probe_pairs + [1.0] * (4 - T.probe_pairs)
     assert all(r.probe == (r.width == 0.5) for r in ready)
@@ -260,7 +260,7 @@ def test_a_promoted_trial_is_packed_only_where_packing_is_measured_free(alpha, p
     assert (fresh.priority, promoted.priority) == (0, 1)
     # below priority_alpha (1.05) packing costs the trial the algorithm waits on nothing
     assert planner.specs.spec(fresh).c == 2 and planner.specs.spec(promoted).c == promoted_c
-    planner.plan(lambda: [fresh, promoted], False)
+    plan(planner, lambda: [fresh, promoted], False)
     # either way, placed first (its priority), water-filling gives it the GPU there is
     assert promoted.phase is Phase.READY and promoted.width == 1.0
 
@@ -268,12 +268,12 @@ def test_a_promoted_trial_is_packed_only_where_packing_is_measured_free(alpha, p
 def test_the_queue_starts_higher_priorities_first():
     store, est, planner = _setup(gpus=1.0)
     recs = _records(store, 3)
-    planner.plan(lambda: recs, False)
+    plan(planner, lambda: recs, False)
     assert planner.life.ready == ["t0"] and planner.life.queue == ["t1", "t2"]
     store.update(recs[2], priority=1)  # t2 was promoted while it waited
     planner.life.unplace(recs[0])
     store.move(recs[0], Phase.DONE)
-    planner.plan(lambda: [], False)
+    plan(planner, lambda: [], False)
     assert planner.life.ready[-1] == "t2" and planner.life.queue == ["t1"]
 
 
@@ -281,7 +281,7 @@ def test_a_resize_is_a_pending_decision_until_the_trial_restarts():
     store, est, planner = _setup(gpus=4.0, beta=1.1, eps=0.01)
     (rec,) = file_running(store, planner, [1.0])
     planner.replan(0)
-    planner.plan(lambda: [], True)
+    plan(planner, lambda: [], True)
     assert rec.width == 2.0 and rec.actual == 1.0 and planner.life.pending.get("t0") == 2.0
     assert [e["kind"] for e in planner.plan_log] == ["dynamic"]
     planner.life.resize_started(rec, now=5.0)
@@ -298,30 +298,30 @@ def test_gpus_freed_while_a_trial_restarts_are_planned_once_it_runs_again():
     planner.life.unplace(other)
     store.move(other, Phase.DONE)
     planner.departed(other)
-    planner.plan(lambda: [], True)
+    plan(planner, lambda: [], True)
     assert planner.life.pending.get("t0") is None and planner.life.pool.idle_count() == 3
     store.move(restarting, Phase.RUNNING)
     planner.restarted(restarting)
     assert planner.due
-    planner.plan(lambda: [], True)
+    plan(planner, lambda: [], True)
     assert planner.life.pending.get("t0") >= 2.0
 
 
 def test_an_unmeasured_straggler_is_probed_then_undone_once_it_shows_gangs_lose():
     store, est, planner = _setup(gpus=4.0, eps=1.0)
     (rec,) = file_running(store, planner, [1.0], until=200)
-    planner.plan(lambda: [], False)
+    plan(planner, lambda: [], False)
     assert rec.width == float(T.probe_d) and planner.life.pending.get("t0") == 2.0
     # restarted as a gang; its first gang iteration is slower than one GPU
     store.update(rec, actual=2.0, budget_resizes=1, raw={**rec.raw, 2.0: deque([1.5])})
     est.refine_overheads(rec)
     assert rec.own_beta is not None and est.beta_of(rec) > 2.0
     planner.replan(0)
-    planner.plan(lambda: [], False)
+    plan(planner, lambda: [], False)
     assert rec.width == 1.0 and len(planner.life.pool.where("t0")) == 1
     assert [e["kind"] for e in planner.plan_log] == ["probe", "dynamic"]
     planner.replan(0)
-    planner.plan(lambda: [], False)
+    plan(planner, lambda: [], False)
     assert rec.width == 1.0 and len(planner.plan_log) == 2
 
 
@@ -330,7 +330,7 @@ def test_no_probe_when_the_gang_would_need_cpus_the_cluster_lacks():
         store, est, planner = make_planner(4.0, cpus, alpha=None, beta=None, eps=1.0,
                                            cpus_per_trial=1.0, cpus_per_worker=1.0)
         (rec,) = file_running(store, planner, [1.0], until=200)
-        planner.plan(lambda: [], False)
+        plan(planner, lambda: [], False)
         assert (rec.width == 2.0) is probed, cpus
 
 
@@ -339,11 +339,29 @@ def test_queue_follows_a_priority_change_of_a_queued_trial():
     # trial changed): a promotion while queued must still start that trial first.
     store, _, planner = make_planner(2.0, options={"c": 1, "d": 1}, default_iteration_time=2.0)
     recs = file_records(store, 5, status=Trial.RUNNING)
-    planner.plan(lambda: recs, False)
+    plan(planner, lambda: recs, False)
     assert planner.life.ready == ["t0", "t1"] and planner.life.queue == ["t2", "t3", "t4"]
-    planner.plan(lambda: [], False)  # sorted: nothing changes the order
+    plan(planner, lambda: [], False)  # sorted: nothing changes the order
     assert planner.life.queue == ["t2", "t3", "t4"]
     store.update(recs[4], priority=1)  # promoted while queued
     planner.life.unplace(recs[0])
-    planner.plan(lambda: [], False)
+    plan(planner, lambda: [], False)
     assert planner.life.ready[-1] == "t4" and planner.life.queue == ["t2", "t3"]
+
+
+def test_a_plan_is_decisions_that_change_nothing_until_applied():
+    store, _, planner = make_planner(gpus=2, alpha=2.0)  # packing costs: a GPU each
+    life = planner.life
+    recs = file_records(store, 3)
+    before = ([(r.phase, r.width) for r in recs], life.pool.placement(), list(life.queue),
+              list(life.ready))
+    decisions = list(planner.plan(lambda: recs, False))
+    assert ([(r.phase, r.width) for r in recs], life.pool.placement(), list(life.queue),
+            list(life.ready)) == before
+    static = next(d for d in decisions if d.widths)
+    assert static.widths == {"t0": 1.0, "t1": 1.0, "t2": 1.0}
+    assert (static.placed, static.queued) == (("t0", "t1"), ("t2",))
+    for decision in decisions:
+        life.apply(decision)
+    assert life.ready == ["t0", "t1"] and life.queue == ["t2"]
+    assert [r.phase for r in recs] == [Phase.READY, Phase.READY, Phase.QUEUED]

@@ -120,11 +120,11 @@ def test_a_trial_starts_only_when_ray_holds_its_gpus():
 def test_a_ray_train_trial_is_never_a_packing_probe(ray_train):
     # No profile: packing is unmeasured, so the planner opens probes (two trials on a half
     # GPU each) among the trials the algorithm does not wait on; never a Ray Train trial.
-    from tests.tune.planning import file_records, make_planner
+    from tests.tune.planning import file_records, make_planner, plan
 
     store, _, planner = make_planner(4.0, alpha=None)
     recs = file_records(store, 6, elastic=True, ray_train=ray_train)
-    planner.plan(lambda: recs, False)
+    plan(planner, lambda: recs, False)
     widths = [r.width for r in recs]
     if ray_train:
         assert min(widths) >= 1.0 and not any(r.probe for r in recs), widths

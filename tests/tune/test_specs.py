@@ -61,7 +61,7 @@ def _step(rng: random.Random, store: TrialStore, est: OverheadEstimator, planner
         planner.life.unplace(rec)
     else:  # a node joined or left
         gpus = rng.choice([4.0, 8.0, 16.0])
-        planner.sync_cluster(SimpleNamespace(gpus=lambda: gpus))
+        planner.life.cluster_changed(planner.sync_cluster(SimpleNamespace(gpus=lambda: gpus)))
 
 
 @pytest.mark.parametrize("gpu_memory", [None, 16.0])
@@ -73,6 +73,7 @@ def test_cached_specs_and_live_index_equal_a_recomputation(seed, prior, gpu_memo
     est = new_estimator(store, TUNABLES, gpu_memory, prior)
     policy = FluidOptions(gpu_memory=gpu_memory).policy
     planner = _planner(store, est, policy)
+    planner.life.open(8, gpu_memory)
     planner.start(8.0)
     recs = [TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), i % 3, 20, elastic=i % 2 == 0)
             for i in range(30)]
