@@ -19,7 +19,7 @@ from fluid.tune._actions import ShapeColumn
 from fluid.tune._admission import TrainableKind, new_record
 from fluid.tune._records import Phase, TrialRecord, TrialStore
 from fluid.tune._resources import OutsideGpus
-from tests.tune.planning import fake_trial, file_records, make_planner
+from tests.tune.planning import fake_trial, file_records, make_planner, plan
 
 
 def _trial(bundles: list[dict]) -> SimpleNamespace:
@@ -59,7 +59,7 @@ def test_trials_without_gpu_start_beside_a_full_gpu_plan_as_cpus_allow():
                        request=PlacementGroupFactory([{"CPU": 1}])) for i in range(6)]
     for rec in cpu:
         store.add(rec)
-    planner.plan(lambda: gpu + cpu, False)
+    plan(planner, lambda: gpu + cpu)
     ready = [store[i] for i in planner.life.ready]
     assert sorted(r.width for r in ready if r.no_gpu) == [0.0, 0.0, 0.0]  # 5 CPUs - 2 (GPU)
     assert all(r.width >= 1 for r in ready if not r.no_gpu) and len(ready) == 5
