@@ -134,6 +134,10 @@ class MPSDaemon:
                 return "NVML reports no GPU"
         return None
 
+    def _control(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([self._path, *args], input=stdin, env=self._env(),
+                              capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S)
+
     def start(self) -> dict[str, Any]:
         """Run ``<binary> -d`` unless running or unavailable; return `status`."""
         with self._lock:
@@ -144,13 +148,7 @@ class MPSDaemon:
                 os.makedirs(self.pipe_dir, exist_ok=True)
                 os.makedirs(self.log_dir, exist_ok=True)
                 try:
-                    proc = subprocess.run(
-                        [self._path, "-d"],
-                        env=self._env(),
-                        capture_output=True,
-                        text=True,
-                        timeout=_COMMAND_TIMEOUT_S,
-                    )
+                    proc = self._control("-d")
                 except (OSError, subprocess.TimeoutExpired) as e:
                     self.reason = f"could not run {self.binary} -d: {e}"
                 else:
@@ -168,14 +166,7 @@ class MPSDaemon:
         with self._lock:
             if self.running:
                 try:
-                    proc = subprocess.run(
-                        [self._path],
-                        input="quit\n",
-                        env=self._env(),
-                        capture_output=True,
-                        text=True,
-                        timeout=_COMMAND_TIMEOUT_S,
-                    )
+                    proc = self._control(stdin="quit\n")
                     if proc.returncode != 0:
                         self.reason = f"quit exited with {proc.returncode}: {proc.stderr.strip()}"
                 except (OSError, subprocess.TimeoutExpired) as e:
@@ -263,16 +254,9 @@ class MPSManager:
                 name=_actor_name(nid),
                 namespace=NAMESPACE,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
-            ).remote(
-                nid,
-                base_dir(session, nid, self.root),
-                self.binary,
-                self.require_gpu,
-                self.enable_thread_percentage,
-            )
-        ids = list(self._actors)
-        results = ray.get([self._actors[n].start.remote() for n in ids])
-        self._status = dict(zip(ids, results, strict=True))
+            ).remote(nid, base_dir(session, nid, self.root), self.binary, self.require_gpu,
+                     self.enable_thread_percentage)
+        self._ask_all("start")
         for nid, st in self._status.items():
             if not st["running"]:
                 _warn_once(nid, st["reason"])
@@ -284,9 +268,7 @@ class MPSManager:
 
         if not self._actors:
             return self.status()
-        ids = list(self._actors)
-        results = ray.get([self._actors[n].stop.remote() for n in ids])
-        self._status = dict(zip(ids, results, strict=True))
+        self._ask_all("stop")
         for a in self._actors.values():
             ray.kill(a)
         self._actors = {}
@@ -294,14 +276,16 @@ class MPSManager:
 
     def status(self) -> dict[str, dict[str, Any]]:
         """Per node id: available, running, reason (why not), pipe/log dirs, grants."""
+        if self._actors:
+            self._ask_all("status")
+        return {k: dict(v) for k, v in self._status.items()}
+
+    def _ask_all(self, method: str) -> None:
+        """Call ``method`` of every node's daemon; keep the statuses it returns."""
         import ray
 
-        if self._actors:
-            ids = list(self._actors)
-            self._status = dict(
-                zip(ids, ray.get([self._actors[n].status.remote() for n in ids]), strict=True)
-            )
-        return {k: dict(v) for k, v in self._status.items()}
+        refs = [getattr(a, method).remote() for a in self._actors.values()]
+        self._status = dict(zip(self._actors, ray.get(refs), strict=True))
 
     def env_for_share(self, share: float, node_id: str | None = None) -> dict[str, str]:
         """Environment for a CUDA process on ``node_id`` (default: this node) holding
@@ -330,11 +314,8 @@ def _warn_once(node_id: str, reason: str | None) -> None:
         if node_id in _warned_nodes:
             return
         _warned_nodes.add(node_id)
-    logger.warning(
-        "fluid.gpu.mps: no MPS on node %s (%s); packed trials on it run time-shared",
-        node_id[:12],
-        reason,
-    )
+    logger.warning("fluid.gpu.mps: no MPS on node %s (%s); packed trials on it run time-shared",
+                   node_id[:12], reason)
 
 
 def client_env(share: float) -> dict[str, str]:

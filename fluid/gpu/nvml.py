@@ -46,19 +46,12 @@ class GPURecord:
         return asdict(self)
 
 
-def _import_nvml() -> Any | None:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    return pynvml
-
-
 def _init(nvml: Any | None) -> tuple[Any | None, str | None]:
-    """Initialise NVML; return (module, None) or (None, why not)."""
+    """Initialise NVML (``pynvml`` unless given); return (module, None) or (None, why not)."""
     if nvml is None:
-        nvml = _import_nvml()
-        if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
             return None, "pynvml (nvidia-ml-py) is not installed"
     try:
         nvml.nvmlInit()
@@ -136,9 +129,8 @@ class GPUSampler:
             return
         self._nvml, self.unavailable_reason = _init(self._nvml_arg)
         if self._nvml is None:
-            logger.debug(
-                "fluid.gpu.nvml: no GPU sampling on %s: %s", self.node, self.unavailable_reason
-            )
+            logger.debug("fluid.gpu.nvml: no GPU sampling on %s: %s", self.node,
+                         self.unavailable_reason)
             return
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="fluid-gpu-sampler", daemon=True)
@@ -263,23 +255,20 @@ class ClusterGPUSampler:
         reasons = ray.get([a.reason.remote() for a in self._actors.values()])
         missing = [r for r in reasons if r is not None]
         if missing:
-            logger.debug(
-                "fluid.gpu.nvml: no GPU sampling on %d of %d nodes: %s",
-                len(missing),
-                len(reasons),
-                missing[0],
-            )
+            logger.debug("fluid.gpu.nvml: no GPU sampling on %d of %d nodes: %s",
+                         len(missing), len(reasons), missing[0])
+
+    def _gather(self, method: str) -> list[GPURecord]:
+        """The records ``method`` of every node's actor returns, sorted by time."""
+        import ray
+
+        per_node = ray.get([getattr(a, method).remote() for a in self._actors.values()])
+        return sorted((r for rs in per_node for r in rs),
+                      key=lambda r: (r.time, r.node, r.gpu_index))
 
     def records(self) -> list[GPURecord]:
         """Samples from all nodes so far, sorted by time."""
-        import ray
-
-        if not self._actors:
-            return list(self._final)
-        rows = [
-            r for rs in ray.get([a.records.remote() for a in self._actors.values()]) for r in rs
-        ]
-        return sorted(rows, key=lambda r: (r.time, r.node, r.gpu_index))
+        return self._gather("records") if self._actors else list(self._final)
 
     def stop(self) -> None:
         """Stop the samplers, keep their records, end the actors."""
@@ -287,8 +276,7 @@ class ClusterGPUSampler:
 
         if not self._actors:
             return
-        rows = [r for rs in ray.get([a.stop.remote() for a in self._actors.values()]) for r in rs]
-        self._final = sorted(rows, key=lambda r: (r.time, r.node, r.gpu_index))
+        self._final = self._gather("stop")
         for a in self._actors.values():
             ray.kill(a)
         self._actors = {}
