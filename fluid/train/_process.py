@@ -42,8 +42,6 @@ def _ckpt_root(trial_id: str, role: str) -> str:
     return os.path.join(tempfile.gettempdir(), "fluid-ckpt", trial_id, role)
 
 
-
-
 class _TuneSession:
     """World size 1: straight to ray.tune in the trial process."""
 
@@ -58,20 +56,10 @@ class _TuneSession:
         return ray.tune.get_checkpoint()
 
 
-def _call_loop(loop: Callable[..., Any], config: dict[str, Any]) -> None:
-    if _loop_takes_config(loop):
-        loop(config)
-    else:
-        loop()
-
-
 def _loop_takes_config(loop: Callable[..., Any]) -> bool:
-    params = [
-        p
-        for p in inspect.signature(loop).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-    ]
-    return bool(params)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                  inspect.Parameter.VAR_POSITIONAL)
+    return any(p.kind in positional for p in inspect.signature(loop).parameters.values())
 
 
 def _apply_mps_env(share: float) -> None:
@@ -84,11 +72,8 @@ def _apply_mps_env(share: float) -> None:
     if not env:
         return
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        logger.warning(
-            "fluid: CUDA was initialised before the loop started; MPS settings %s do not "
-            "apply to this process",
-            env,
-        )
+        logger.warning("fluid: CUDA was initialised before the loop started; MPS settings %s "
+                       "do not apply to this process", env)
     os.environ.update(env)
 
 
@@ -106,17 +91,9 @@ def _run_in_process(loop: Callable[..., Any], config: dict[str, Any], share: flo
     if device.type == "cuda":
         torch.cuda.set_device(device)
     _ck._use_checkpoint_root(_ckpt_root(_trial_id(), "trial"))
-    ctx = TrainContext(
-        rank=0,
-        world_size=1,
-        local_rank=0,
-        local_world_size=1,
-        node_rank=0,
-        device=device,
-        gpu_share=min(share, 1.0),
-        backend=None,
-        _session=_TuneSession(),
-    )
+    ctx = TrainContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0,
+                       device=device, gpu_share=min(share, 1.0), backend=None,
+                       _session=_TuneSession())
     _run_loop(loop, config, ctx)
 
 
@@ -125,7 +102,10 @@ def _run_loop(loop: Callable[..., Any], config: dict[str, Any], ctx: TrainContex
     cleared afterwards, however the loop ends."""
     _set_context(ctx)
     try:
-        _call_loop(loop, config)
+        if _loop_takes_config(loop):
+            loop(config)
+        else:
+            loop()
     finally:
         _set_context(None)
         _ck._use_checkpoint_root(None)

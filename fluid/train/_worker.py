@@ -70,6 +70,10 @@ class _WorkerSpec:
     trial_id: str
 
 
+#: What rank 0 hands the trial process per report: sequence number, metrics, checkpoint files.
+_Result = tuple[int, dict[str, Any], dict[str, bytes] | None]
+
+
 class _WorkerSession:
     """Rank r inside a gang: results go to the trial process through rank 0's outbox."""
 
@@ -83,10 +87,8 @@ class _WorkerSession:
         self._seq += 1
         if self._rank == 0:
             files = _ck._pack_checkpoint(checkpoint) if checkpoint is not None else None
-            _ck._release(checkpoint)
             self._worker._outbox.put((self._seq, metrics, files))
-        else:
-            _ck._release(checkpoint)
+        _ck._release(checkpoint)
         self._worker._wait_ack(self._seq)
 
     def get_checkpoint(self) -> Checkpoint | None:
@@ -98,9 +100,7 @@ class _GangWorker:
     while `run` is busy with the user's loop."""
 
     def __init__(self) -> None:
-        self._outbox: queue.Queue[tuple[int, dict[str, Any], dict[str, bytes] | None]] = (
-            queue.Queue()
-        )
+        self._outbox: queue.Queue[_Result] = queue.Queue()
         self._cv = threading.Condition()
         self._acked = 0
 
@@ -121,7 +121,7 @@ class _GangWorker:
         cuda = share > 0 and torch.cuda.is_available()
         return {"cuda": cuda, "port": _free_port()}
 
-    def poll(self, timeout_s: float) -> tuple[int, dict[str, Any], dict[str, bytes] | None] | None:
+    def poll(self, timeout_s: float) -> _Result | None:
         try:
             return self._outbox.get(timeout=timeout_s)
         except queue.Empty:
@@ -137,13 +137,8 @@ class _GangWorker:
             while self._acked < seq:
                 self._cv.wait(timeout=1.0)
 
-    def run(
-        self,
-        loop: Callable[..., Any],
-        config: dict[str, Any],
-        spec: _WorkerSpec,
-        ckpt_files: dict[str, bytes] | None,
-    ) -> None:
+    def run(self, loop: Callable[..., Any], config: dict[str, Any], spec: _WorkerSpec,
+            ckpt_files: dict[str, bytes] | None) -> None:
         import torch.distributed as dist
 
         try:
@@ -157,21 +152,13 @@ class _GangWorker:
             dist.init_process_group(
                 backend=spec.backend,
                 init_method=f"tcp://{_url_host(spec.master_addr)}:{spec.master_port}",
-                rank=spec.rank,
-                world_size=spec.world_size,
-                timeout=timedelta(seconds=spec.timeout_s),
-            )
-            ctx = TrainContext(
-                rank=spec.rank,
-                world_size=spec.world_size,
-                local_rank=spec.local_rank,
-                local_world_size=spec.local_world_size,
-                node_rank=spec.node_rank,
-                device=device,
-                gpu_share=spec.gpu_share,
-                backend=spec.backend,
-                _session=_WorkerSession(self, spec.rank, ckpt_dir),
-            )
+                rank=spec.rank, world_size=spec.world_size,
+                timeout=timedelta(seconds=spec.timeout_s))
+            ctx = TrainContext(rank=spec.rank, world_size=spec.world_size,
+                               local_rank=spec.local_rank, local_world_size=spec.local_world_size,
+                               node_rank=spec.node_rank, device=device, gpu_share=spec.gpu_share,
+                               backend=spec.backend,
+                               _session=_WorkerSession(self, spec.rank, ckpt_dir))
             _run_loop(loop, config, ctx)
             dist.destroy_process_group()
         except Exception:
