@@ -46,43 +46,28 @@ def _actor_options(bundle: dict[str, float]) -> dict[str, Any]:
 
 def _layout(infos: list[dict[str, Any]]) -> list[tuple[int, int, int, str | None, int]]:
     """Per rank: node_rank, local_rank, local_world_size, visible devices, device index."""
-    nodes: list[str] = []
-    per_node: dict[str, list[int]] = {}
-    gpus: dict[str, list[str]] = {}
+    per_node: dict[str, list[int]] = {}  # the nodes in the order of their first rank
+    gpus: dict[str, dict[str, None]] = {}  # each node's GPU ids in order, once each
     for rank, info in enumerate(infos):
-        nid = info["node_id"]
-        if nid not in per_node:
-            nodes.append(nid)
-            per_node[nid] = []
-            gpus[nid] = []
-        per_node[nid].append(rank)
-        for g in info["gpu_ids"]:
-            if g not in gpus[nid]:
-                gpus[nid].append(g)
+        per_node.setdefault(info["node_id"], []).append(rank)
+        gpus.setdefault(info["node_id"], {}).update(dict.fromkeys(info["gpu_ids"]))
+    nodes = list(per_node)
     out = []
     for rank, info in enumerate(infos):
-        nid = info["node_id"]
-        visible = ",".join(gpus[nid]) if gpus[nid] else None
-        index = gpus[nid].index(info["gpu_ids"][0]) if info["gpu_ids"] else 0
-        out.append(
-            (nodes.index(nid), per_node[nid].index(rank), len(per_node[nid]), visible, index)
-        )
+        nid, node_gpus = info["node_id"], list(gpus[info["node_id"]])
+        visible = ",".join(node_gpus) if node_gpus else None
+        index = node_gpus.index(info["gpu_ids"][0]) if info["gpu_ids"] else 0
+        out.append((nodes.index(nid), per_node[nid].index(rank), len(per_node[nid]), visible, index))
     return out
 
 
 def _as_worker_error(rank: int, world_size: int, err: BaseException) -> TrainingWorkerError:
     if isinstance(err, ray.exceptions.RayActorError):
-        return TrainingWorkerError(
-            rank, world_size, f"the worker process died or was killed: {err}"
-        )
+        return TrainingWorkerError(rank, world_size, f"the worker process died or was killed: {err}")
     cause = getattr(err, "cause", None)
     if isinstance(cause, TrainingWorkerError):
         return TrainingWorkerError(cause.rank, cause.world_size, cause.details, cause.failed_at)
     return TrainingWorkerError(rank, world_size, str(err))
-
-
-def _raise_worker_failure(rank: int, world_size: int, err: BaseException) -> None:
-    raise _as_worker_error(rank, world_size, err) from None
 
 
 def _raise_root_cause(failures: list[tuple[int, BaseException]], world_size: int) -> None:
@@ -94,7 +79,7 @@ def _raise_root_cause(failures: list[tuple[int, BaseException]], world_size: int
     died = [(r, e) for r, e in failures if isinstance(e, ray.exceptions.RayActorError)]
     if died:
         rank, err = min(died, key=lambda f: f[0])
-        _raise_worker_failure(rank, world_size, err)
+        raise _as_worker_error(rank, world_size, err) from None
     errors = [_as_worker_error(r, world_size, e) for r, e in failures]
     raise min(errors, key=lambda e: e.failed_at) from None
 
@@ -112,7 +97,7 @@ def _get(refs: list[Any], ranks: list[int], world_size: int, timeout_s: float) -
             try:
                 ray.get(ref, timeout=0)
             except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
-                _raise_worker_failure(rank, world_size, e)
+                raise _as_worker_error(rank, world_size, e) from None
             except ray.exceptions.GetTimeoutError:
                 pass
         raise
@@ -161,15 +146,9 @@ def _run_gang(
         _spawn_workers(workers, shape, pg, trial_id)
         infos = _get([a.node_info.remote() for a in workers], ranks, w, startup_timeout_s)
         layout = _layout(infos)
-        prepared = _get(
-            [
-                a.prepare.remote(lay[3], shape.gpu_share)
-                for a, lay in zip(workers, layout, strict=True)
-            ],
-            ranks,
-            w,
-            startup_timeout_s,
-        )
+        prepared = _get([a.prepare.remote(lay[3], shape.gpu_share)
+                         for a, lay in zip(workers, layout, strict=True)],
+                        ranks, w, startup_timeout_s)
         if backend is None:
             backend = "nccl" if all(p["cuda"] for p in prepared) else "gloo"
         ckpt = ray.tune.get_checkpoint()
@@ -209,10 +188,8 @@ def _drive(workers: list[Any], run_refs: dict[Any, int], w: int, timeout_s: floa
         for ref in ready:
             if ref in pending:
                 rank = pending.pop(ref)
-                try:
-                    ray.get(ref)
-                except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
-                    failures.append((rank, e))
+                if (err := _failure(ref)) is not None:
+                    failures.append((rank, err))
                 if rank == 0:
                     rank0_done_at = time.monotonic()
         if failures:
@@ -221,17 +198,13 @@ def _drive(workers: list[Any], run_refs: dict[Any, int], w: int, timeout_s: floa
             late: list[Any] = []
             if pending:
                 late, _ = ray.wait(list(pending), num_returns=len(pending), timeout=1.0)
-            for ref in late:
-                try:
-                    ray.get(ref)
-                except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
-                    failures.append((pending[ref], e))
+            failures += [(pending[ref], e) for ref in late if (e := _failure(ref)) is not None]
             _raise_root_cause(failures, w)
         if poll_ref is not None and poll_ref in ready:
             try:
                 item = ray.get(poll_ref)
             except ray.exceptions.RayActorError as e:
-                _raise_worker_failure(0, w, e)
+                raise _as_worker_error(0, w, e) from None
             poll_ref = None
             if item is not None:
                 seq, metrics, files = item
@@ -243,11 +216,17 @@ def _drive(workers: list[Any], run_refs: dict[Any, int], w: int, timeout_s: floa
         if rank0_done_at is not None and pending and time.monotonic() - rank0_done_at > timeout_s:
             late = sorted(pending.values())
             raise TrainingWorkerError(
-                late[0],
-                w,
-                f"ranks {late} still running {timeout_s:.0f} s after rank 0 finished; every "
-                "rank must call fluid.train.report the same number of times",
-            )
+                late[0], w, f"ranks {late} still running {timeout_s:.0f} s after rank 0 finished; "
+                "every rank must call fluid.train.report the same number of times")
+
+
+def _failure(ref: Any) -> BaseException | None:
+    """The error a rank's finished ``run`` raised (None: it returned)."""
+    try:
+        ray.get(ref)
+    except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
+        return e
+    return None
 
 
 def _forward(metrics: dict[str, Any], files: dict[str, bytes] | None) -> None:
