@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -27,10 +28,8 @@ def prepare_model(model: torch.nn.Module) -> torch.nn.Module:
     if ctx.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        if ctx.device.type == "cuda":
-            model = DistributedDataParallel(model, device_ids=[ctx.device.index])
-        else:
-            model = DistributedDataParallel(model)
+        device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        model = DistributedDataParallel(model, device_ids=device_ids)
     return model
 
 
@@ -41,6 +40,7 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if isinstance(model, DistributedDataParallel) else model
 
 
+@dataclass(eq=False)
 class _ElasticBatchSampler:
     """Global batches cut from one seeded permutation, split round-robin over ranks.
 
@@ -49,25 +49,15 @@ class _ElasticBatchSampler:
     it has not seen yet, and one global step means the same thing at every width.
     """
 
-    def __init__(
-        self,
-        num_samples: int,
-        global_batch: int,
-        rank: int,
-        world_size: int,
-        shuffle: bool,
-        seed: int,
-        drop_last: bool,
-    ) -> None:
-        self.num_samples = num_samples
-        self.global_batch = global_batch
-        self.rank = rank
-        self.world_size = world_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.drop_last = drop_last
-        self.epoch = 0
-        self.start_batch = 0
+    num_samples: int
+    global_batch: int
+    rank: int
+    world_size: int
+    shuffle: bool
+    seed: int
+    drop_last: bool
+    epoch: int = 0
+    start_batch: int = 0
 
     @property
     def steps_per_epoch(self) -> int:
@@ -232,14 +222,8 @@ def prepare_data_loader(
             "per step. Use a larger batch_size or fewer workers."
         )
     sampler = _ElasticBatchSampler(
-        num_samples=len(loader.dataset),
-        global_batch=global_batch,
-        rank=ctx.rank,
-        world_size=ctx.world_size,
-        shuffle=shuffle,
-        seed=seed,
-        drop_last=loader.drop_last,
-    )
+        num_samples=len(loader.dataset), global_batch=global_batch, rank=ctx.rank,
+        world_size=ctx.world_size, shuffle=shuffle, seed=seed, drop_last=loader.drop_last)
     extra: dict[str, Any] = {}
     if loader.num_workers > 0:
         extra = {
@@ -247,14 +231,8 @@ def prepare_data_loader(
             "persistent_workers": loader.persistent_workers,
         }
     inner = DataLoader(
-        loader.dataset,
-        batch_sampler=sampler,
-        num_workers=loader.num_workers,
-        collate_fn=loader.collate_fn,
-        pin_memory=loader.pin_memory and ctx.device.type == "cuda",
-        timeout=loader.timeout,
-        worker_init_fn=loader.worker_init_fn,
-        multiprocessing_context=loader.multiprocessing_context,
-        **extra,
-    )
+        loader.dataset, batch_sampler=sampler, num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn, pin_memory=loader.pin_memory and ctx.device.type == "cuda",
+        timeout=loader.timeout, worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context, **extra)
     return ElasticDataLoader(inner, sampler, ctx.device if move_to_device else None)
