@@ -56,23 +56,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'fluid.train' has no attribute {name!r}")
 
 
-__all__ = [
-    "PEAK_MEMORY_KEY",
-    "ElasticDataLoader",
-    "TrainContext",
-    "TrainingWorkerError",
-    "elastic",
-    "get_checkpoint",
-    "get_context",
-    "is_elastic",
-    "load_checkpoint",
-    "prepare_data_loader",
-    "prepare_model",
-    "ray_train",
-    "report",
-    "run_config",
-    "save_checkpoint",
-    "scaling_config",
-    "trial_resources",
-    "unwrap_model",
-]
+__all__ = list(_LAZY)
