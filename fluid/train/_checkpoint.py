@@ -68,11 +68,8 @@ def _alive(pid: int) -> bool:
 
 
 def _rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
-    }
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                             "python": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -119,20 +116,15 @@ def save_checkpoint(
         raise ValueError(f"save_checkpoint(): extra keys {sorted(bad)} are reserved")
     if loader is not None:
         if not isinstance(loader, ElasticDataLoader):
-            raise TypeError(
-                "save_checkpoint(loader=...) must come from fluid.train.prepare_data_loader, "
-                f"got {type(loader)!r}"
-            )
+            raise TypeError("save_checkpoint(loader=...) must come from "
+                            f"fluid.train.prepare_data_loader, got {type(loader)!r}")
         if "epoch" in extra or "batch" in extra:
             raise ValueError("save_checkpoint(): pass either loader= or epoch=/batch=, not both")
     if model is not None and not isinstance(model, torch.nn.Module):
-        raise TypeError(
-            f"save_checkpoint(model=...) must be a torch.nn.Module, got {type(model)!r}"
-        )
+        raise TypeError(f"save_checkpoint(model=...) must be a torch.nn.Module, got {type(model)!r}")
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(
-            f"save_checkpoint(optimizer=...) must be a torch.optim.Optimizer, got {type(optimizer)!r}"
-        )
+        raise TypeError("save_checkpoint(optimizer=...) must be a torch.optim.Optimizer, "
+                        f"got {type(optimizer)!r}")
     ctx = _get_context_or_none()
     if ctx is not None and ctx.rank != 0:
         return None
@@ -192,10 +184,8 @@ def load_checkpoint(
     with ckpt.as_directory() as d:
         file = Path(d) / STATE_FILE
         if not file.exists():
-            raise ValueError(
-                f"load_checkpoint(): checkpoint {ckpt.path} has no {STATE_FILE}; it was not "
-                "written by fluid.train.save_checkpoint"
-            )
+            raise ValueError(f"load_checkpoint(): checkpoint {ckpt.path} has no {STATE_FILE}; it "
+                             "was not written by fluid.train.save_checkpoint")
         # weights_only=False: RNG states hold numpy arrays and python tuples; the file is
         # this trial's own checkpoint, not untrusted input.
         state = torch.load(file, map_location="cpu", weights_only=False)
@@ -217,12 +207,9 @@ def load_checkpoint(
 
 def _pack_dir(path: str) -> dict[str, bytes]:
     """Read a checkpoint directory into memory so it can cross nodes via the object store."""
-    files: dict[str, bytes] = {}
     root = Path(path)
-    for f in sorted(root.rglob("*")):
-        if f.is_file():
-            files[f.relative_to(root).as_posix()] = f.read_bytes()
-    return files
+    return {f.relative_to(root).as_posix(): f.read_bytes()
+            for f in sorted(root.rglob("*")) if f.is_file()}
 
 
 def _unpack_dir(files: dict[str, bytes], prefix: str = "fluid-ckpt-") -> str:
