@@ -163,16 +163,9 @@ class GPUSampler:
             h = nvml.nvmlDeviceGetHandleByIndex(i)
             util = nvml.nvmlDeviceGetUtilizationRates(h)
             mem = nvml.nvmlDeviceGetMemoryInfo(h)
-            rows.append(
-                GPURecord(
-                    time=now,
-                    node=self.node,
-                    gpu_index=i,
-                    util_percent=float(util.gpu),
-                    memory_used=int(mem.used),
-                    memory_total=int(mem.total),
-                )
-            )
+            rows.append(GPURecord(time=now, node=self.node, gpu_index=i,
+                                  util_percent=float(util.gpu), memory_used=int(mem.used),
+                                  memory_total=int(mem.total)))
         with self._lock:
             self._records.extend(rows)
         return rows
