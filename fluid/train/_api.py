@@ -19,10 +19,8 @@ def _plain(key: str, value: Any) -> Any:
     # Tune refuses tensors in metrics; one-element tensors are the common slip.
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise ValueError(
-                f"report(metrics=...): metric {key!r} is a tensor of shape "
-                f"{tuple(value.shape)}; report a number"
-            )
+            raise ValueError(f"report(metrics=...): metric {key!r} is a tensor of shape "
+                             f"{tuple(value.shape)}; report a number")
         return value.item()
     return value
 
@@ -46,19 +44,17 @@ def report(metrics: Mapping[str, Any], checkpoint: Checkpoint | None = None) -> 
     if not isinstance(metrics, Mapping):
         raise TypeError(f"report(metrics=...) must be a dict, got {type(metrics)!r}")
     if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
-        raise TypeError(
-            f"report(checkpoint=...) must be a ray.tune.Checkpoint, got {type(checkpoint)!r}"
-        )
+        raise TypeError("report(checkpoint=...) must be a ray.tune.Checkpoint, "
+                        f"got {type(checkpoint)!r}")
     ctx = get_context()
     out: dict[str, Any] = {}
     for k, v in metrics.items():
         if not isinstance(k, str):
             raise TypeError(f"report(metrics=...): keys must be strings, got {k!r}")
         out[k] = _plain(k, v)
-    if ctx.device.type == "cuda":
-        peak = peak_gpu_memory()
-        if peak is not None and isinstance(peak, numbers.Integral):
-            out[PEAK_MEMORY_KEY] = int(peak)
+    peak = peak_gpu_memory() if ctx.device.type == "cuda" else None
+    if isinstance(peak, numbers.Integral):  # None without CUDA
+        out[PEAK_MEMORY_KEY] = int(peak)
     assert ctx._session is not None
     ctx._session.report(out, checkpoint)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,14 +52,12 @@ class TrainContext:
 
 # Not thread-local: user loops may start their own threads (data prefetch, logging)
 # that still belong to the same rank.
-_lock = threading.Lock()
 _current: TrainContext | None = None
 
 
 def _set_context(ctx: TrainContext | None) -> None:
     global _current
-    with _lock:
-        _current = ctx
+    _current = ctx
 
 
 def _get_context_or_none() -> TrainContext | None:
@@ -80,8 +77,6 @@ def get_context() -> TrainContext:
     """
     ctx = _current
     if ctx is None:
-        raise RuntimeError(
-            "fluid.train.get_context() called outside a training loop; wrap the loop "
-            "with fluid.train.elastic(loop) and run it under ray.tune."
-        )
+        raise RuntimeError("fluid.train.get_context() called outside a training loop; wrap the "
+                           "loop with fluid.train.elastic(loop) and run it under ray.tune.")
     return ctx

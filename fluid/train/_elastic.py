@@ -74,9 +74,7 @@ def elastic(
     if backend is not None and backend not in ("nccl", "gloo"):
         raise ValueError(f"elastic(backend=...) must be 'nccl', 'gloo' or None, got {backend!r}")
     if collective_timeout_s <= 0:
-        raise ValueError(
-            f"elastic(collective_timeout_s=...) must be > 0, got {collective_timeout_s}"
-        )
+        raise ValueError(f"elastic(collective_timeout_s=...) must be > 0, got {collective_timeout_s}")
     if startup_timeout_s <= 0:
         raise ValueError(f"elastic(startup_timeout_s=...) must be > 0, got {startup_timeout_s}")
     _loop_takes_config(train_loop_per_worker)  # fail early on uninspectable callables
@@ -85,10 +83,8 @@ def elastic(
     def fluid_elastic_trainable(config: dict[str, Any]) -> None:
         bundles = _current_bundles()
         if bundles is None:
-            raise RuntimeError(
-                "fluid.train.elastic trainables run under ray.tune (Tuner.fit); no Tune "
-                "session was found"
-            )
+            raise RuntimeError("fluid.train.elastic trainables run under ray.tune (Tuner.fit); "
+                               "no Tune session was found")
         shape = process_shape(bundles)
         # A paused attempt of this trial was killed inside report() and could not clean
         # up; its files on this node go now, before this attempt's workers exist.
@@ -145,6 +141,4 @@ def trial_resources(
         raise ValueError(f"trial_resources(cpus_per_worker=...) must be > 0, got {cpus_per_worker}")
     if trial_cpus <= 0:
         raise ValueError(f"trial_resources(trial_cpus=...) must be > 0, got {trial_cpus}")
-    return ray.tune.PlacementGroupFactory(
-        shapes.bundles_for(width, trial_cpus, cpus_per_worker)
-    )
+    return ray.tune.PlacementGroupFactory(shapes.bundles_for(width, trial_cpus, cpus_per_worker))
