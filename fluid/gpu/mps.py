@@ -114,12 +114,9 @@ class MPSDaemon:
         self._path = shutil.which(binary)
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
         # Ray hides GPUs from actors that asked for none; the daemon must see them all.
-        env.pop("CUDA_VISIBLE_DEVICES", None)
-        env[PIPE_ENV] = self.pipe_dir
-        env[LOG_ENV] = self.log_dir
-        return env
+        env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        return {**env, PIPE_ENV: self.pipe_dir, LOG_ENV: self.log_dir}
 
     def _probe(self) -> str | None:
         if self._path is None:
@@ -141,25 +138,23 @@ class MPSDaemon:
     def start(self) -> dict[str, Any]:
         """Run ``<binary> -d`` unless running or unavailable; return `status`."""
         with self._lock:
-            if self.running:
-                return self.status()
-            self.reason = self._probe()
-            if self.reason is None:
-                os.makedirs(self.pipe_dir, exist_ok=True)
-                os.makedirs(self.log_dir, exist_ok=True)
-                try:
-                    proc = self._control("-d")
-                except (OSError, subprocess.TimeoutExpired) as e:
-                    self.reason = f"could not run {self.binary} -d: {e}"
-                else:
-                    if proc.returncode == 0:
-                        self.running = True
-                    else:
-                        self.reason = (
-                            f"{self.binary} -d exited with {proc.returncode}: "
-                            f"{(proc.stderr or proc.stdout).strip()}"
-                        )
+            if not self.running:
+                self.reason = self._probe() or self._launch()
+                self.running = self.reason is None
             return self.status()
+
+    def _launch(self) -> str | None:
+        """Run ``<binary> -d``; None when it started, else why not."""
+        os.makedirs(self.pipe_dir, exist_ok=True)
+        os.makedirs(self.log_dir, exist_ok=True)
+        try:
+            proc = self._control("-d")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"could not run {self.binary} -d: {e}"
+        if proc.returncode != 0:
+            return (f"{self.binary} -d exited with {proc.returncode}: "
+                    f"{(proc.stderr or proc.stdout).strip()}")
+        return None
 
     def stop(self) -> dict[str, Any]:
         """Send ``quit`` to a running daemon; return `status`."""
