@@ -65,10 +65,6 @@ class _ElasticBatchSampler:
             return self.num_samples // self.global_batch
         return math.ceil(self.num_samples / self.global_batch)
 
-    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
-        self.epoch = epoch
-        self.start_batch = start_batch
-
     def _permutation(self) -> list[int]:
         if not self.shuffle:
             return list(range(self.num_samples))
@@ -147,7 +143,7 @@ class ElasticDataLoader:
         return max(0, self.steps_per_epoch - self.batch)
 
     def __iter__(self) -> Iterator[Any]:
-        self._sampler.set_epoch(self.epoch, self.batch)
+        self._sampler.epoch, self._sampler.start_batch = self.epoch, self.batch
         for item in self._loader:
             # Count before yielding: the caller trains on the batch and may then save a
             # checkpoint from inside the loop body; the saved position must include it.
@@ -160,19 +156,14 @@ class ElasticDataLoader:
 def _shuffles(loader: Any) -> bool:
     """Whether ``loader`` shuffles; a clear error for a loader that cannot be sharded."""
     if not isinstance(loader, DataLoader):
-        raise TypeError(
-            f"prepare_data_loader(loader=...) needs a torch DataLoader, got {type(loader)!r}"
-        )
+        raise TypeError("prepare_data_loader(loader=...) needs a torch DataLoader, "
+                        f"got {type(loader)!r}")
     if isinstance(loader.dataset, IterableDataset):
-        raise ValueError(
-            "prepare_data_loader(loader=...): iterable-style datasets cannot be sharded "
-            "by position; use a map-style dataset"
-        )
+        raise ValueError("prepare_data_loader(loader=...): iterable-style datasets cannot be "
+                         "sharded by position; use a map-style dataset")
     if loader.batch_size is None:
-        raise ValueError(
-            "prepare_data_loader(loader=...) needs a loader built with batch_size=<global "
-            "batch size>, not with a custom batch_sampler"
-        )
+        raise ValueError("prepare_data_loader(loader=...) needs a loader built with "
+                         "batch_size=<global batch size>, not with a custom batch_sampler")
     if isinstance(loader.sampler, RandomSampler):
         return True
     if isinstance(loader.sampler, SequentialSampler):
@@ -226,10 +217,8 @@ def prepare_data_loader(
         world_size=ctx.world_size, shuffle=shuffle, seed=seed, drop_last=loader.drop_last)
     extra: dict[str, Any] = {}
     if loader.num_workers > 0:
-        extra = {
-            "prefetch_factor": loader.prefetch_factor,
-            "persistent_workers": loader.persistent_workers,
-        }
+        extra = {"prefetch_factor": loader.prefetch_factor,
+                 "persistent_workers": loader.persistent_workers}
     inner = DataLoader(
         loader.dataset, batch_sampler=sampler, num_workers=loader.num_workers,
         collate_fn=loader.collate_fn, pin_memory=loader.pin_memory and ctx.device.type == "cuda",

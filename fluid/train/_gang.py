@@ -89,9 +89,8 @@ def _get(refs: list[Any], ranks: list[int], world_size: int, timeout_s: float) -
     try:
         return ray.get(refs, timeout=timeout_s)
     except ray.exceptions.GetTimeoutError:
-        raise TrainingWorkerError(
-            -1, world_size, f"gang workers did not start within {timeout_s:.0f} s"
-        ) from None
+        raise TrainingWorkerError(-1, world_size,
+                                  f"gang workers did not start within {timeout_s:.0f} s") from None
     except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError):
         for ref, rank in zip(refs, ranks, strict=True):
             try:
@@ -124,20 +123,12 @@ def _spawn_workers(workers: list[Any], shape: ProcessShape, pg: Any, trial_id: s
         )
 
 
-def _run_gang(
-    loop: Callable[..., Any],
-    config: dict[str, Any],
-    shape: ProcessShape,
-    backend: str | None,
-    timeout_s: float,
-    startup_timeout_s: float,
-) -> None:
+def _run_gang(loop: Callable[..., Any], config: dict[str, Any], shape: ProcessShape,
+              backend: str | None, timeout_s: float, startup_timeout_s: float) -> None:
     pg = ray.util.get_current_placement_group()
     if pg is None:
-        raise RuntimeError(
-            "elastic: the trial resources describe a gang but the trial is not running in "
-            "a placement group"
-        )
+        raise RuntimeError("elastic: the trial resources describe a gang but the trial is not "
+                           "running in a placement group")
     w = shape.world_size
     ranks = list(range(w))
     workers: list[Any] = []

@@ -26,9 +26,7 @@ def _current_bundles() -> list[dict[str, float]] | None:
         pgf = ray.tune.get_context().get_trial_resources()
     except Exception:  # noqa: BLE001 -- outside a Tune session the accessor raises
         return None
-    if pgf is None:
-        return None
-    return [dict(b) for b in pgf.bundles]
+    return None if pgf is None else [dict(b) for b in pgf.bundles]
 
 
 def _trial_id() -> str:
@@ -64,11 +62,9 @@ def _loop_takes_config(loop: Callable[..., Any]) -> bool:
 
 def _apply_mps_env(share: float) -> None:
     """Connect this process to the node's MPS daemon (if Fluid runs one) before CUDA starts."""
-    if share <= 0:
-        return
     from fluid.gpu.mps import client_env
 
-    env = client_env(share)
+    env = client_env(share)  # {} for share <= 0
     if not env:
         return
     if torch.cuda.is_available() and torch.cuda.is_initialized():
