@@ -98,9 +98,8 @@ class MPSDaemon:
         ('no-such-mps-control is not on PATH', {})
     """
 
-    def __init__(
-        self, node_id: str, directory: str, binary: str, require_gpu: bool, thread_pct: bool
-    ) -> None:
+    def __init__(self, node_id: str, directory: str, binary: str, require_gpu: bool,
+                 thread_pct: bool) -> None:
         self.node_id = node_id
         self.pipe_dir = os.path.join(directory, "pipe")
         self.log_dir = os.path.join(directory, "log")
@@ -211,15 +210,9 @@ class MPSManager:
         >>> mps.start(); print(mps.status()); mps.stop()        # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        enable_thread_percentage: bool = False,
-        *,
-        nodes: list[str] | None = None,
-        binary: str = CONTROL_BINARY,
-        require_gpu: bool = True,
-        root: str = "/tmp/fluid-mps",
-    ) -> None:
+    def __init__(self, enable_thread_percentage: bool = False, *, nodes: list[str] | None = None,
+                 binary: str = CONTROL_BINARY, require_gpu: bool = True,
+                 root: str = "/tmp/fluid-mps") -> None:
         if not isinstance(binary, str) or not binary:
             raise ValueError(f"MPSManager(binary=...) must be a non-empty string, got {binary!r}")
         self.enable_thread_percentage = bool(enable_thread_percentage)

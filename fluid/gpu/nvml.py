@@ -220,9 +220,8 @@ class ClusterGPUSampler:
         >>> df = pandas.DataFrame(r.as_dict() for r in sampler.records())  # doctest: +SKIP
     """
 
-    def __init__(
-        self, interval_s: float = 1.0, *, nodes: list[str] | None = None, nvml: Any = None
-    ) -> None:
+    def __init__(self, interval_s: float = 1.0, *, nodes: list[str] | None = None,
+                 nvml: Any = None) -> None:
         if not interval_s > 0:
             raise ValueError(f"ClusterGPUSampler(interval_s=...) must be > 0, got {interval_s}")
         self.interval_s = float(interval_s)
@@ -279,8 +278,5 @@ def gpu_nodes() -> list[str]:
     """Ids of alive Ray nodes that advertise a ``GPU`` resource (logical GPUs count)."""
     import ray
 
-    return [
-        n["NodeID"]
-        for n in ray.nodes()
-        if n.get("Alive") and float(n.get("Resources", {}).get("GPU", 0)) > 0
-    ]
+    return [n["NodeID"] for n in ray.nodes()
+            if n.get("Alive") and float(n.get("Resources", {}).get("GPU", 0)) > 0]
