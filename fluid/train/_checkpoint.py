@@ -86,13 +86,9 @@ def _set_rng_state(state: dict[str, Any]) -> None:
             torch.cuda.set_rng_state(s, i)
 
 
-def save_checkpoint(
-    *,
-    model: torch.nn.Module | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
-    loader: ElasticDataLoader | None = None,
-    **extra: Any,
-) -> Checkpoint | None:
+def save_checkpoint(*, model: torch.nn.Module | None = None,
+                    optimizer: torch.optim.Optimizer | None = None,
+                    loader: ElasticDataLoader | None = None, **extra: Any) -> Checkpoint | None:
     """Write a resumable checkpoint of this rank's training state.
 
     Saves the model (DDP unwrapped, so it loads at any width), the optimizer, the
@@ -128,12 +124,9 @@ def save_checkpoint(
     ctx = _get_context_or_none()
     if ctx is not None and ctx.rank != 0:
         return None
-    state: dict[str, Any] = {
-        "fluid_format": _FORMAT,
-        "world_size": ctx.world_size if ctx is not None else 1,
-        "rng": _rng_state(),
-        **extra,
-    }
+    state: dict[str, Any] = {"fluid_format": _FORMAT,
+                             "world_size": ctx.world_size if ctx is not None else 1,
+                             "rng": _rng_state(), **extra}
     if model is not None:
         state["model"] = unwrap_model(model).state_dict()
     if optimizer is not None:
@@ -160,12 +153,9 @@ def _release(checkpoint: Checkpoint | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def load_checkpoint(
-    *,
-    model: torch.nn.Module | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
-    loader: ElasticDataLoader | None = None,
-) -> dict[str, Any] | None:
+def load_checkpoint(*, model: torch.nn.Module | None = None,
+                    optimizer: torch.optim.Optimizer | None = None,
+                    loader: ElasticDataLoader | None = None) -> dict[str, Any] | None:
     """Restore the latest checkpoint of this trial, or return None on a fresh start.
 
     Restores RNG states always, and model / optimizer / loader position when given.

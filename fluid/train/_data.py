@@ -111,9 +111,8 @@ class ElasticDataLoader:
         global_batch_size: the batch size the loader was built with (all ranks together).
     """
 
-    def __init__(
-        self, loader: DataLoader, sampler: _ElasticBatchSampler, device: torch.device | None
-    ) -> None:
+    def __init__(self, loader: DataLoader, sampler: _ElasticBatchSampler,
+                 device: torch.device | None) -> None:
         self._loader = loader
         self._sampler = sampler
         self._device = device
@@ -174,12 +173,8 @@ def _shuffles(loader: Any) -> bool:
     )
 
 
-def prepare_data_loader(
-    loader: DataLoader,
-    *,
-    seed: int = 0,
-    move_to_device: bool = True,
-) -> ElasticDataLoader:
+def prepare_data_loader(loader: DataLoader, *, seed: int = 0,
+                        move_to_device: bool = True) -> ElasticDataLoader:
     """Shard ``loader`` over the trial's workers, keeping the *global* batch size.
 
     ``loader.batch_size`` is read as the global batch size B (what the config says).

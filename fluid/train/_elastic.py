@@ -33,13 +33,9 @@ from fluid.train._worker import TrainingWorkerError
 __all__ = ["TrainingWorkerError", "elastic", "is_elastic", "trial_resources"]
 
 
-def elastic(
-    train_loop_per_worker: Callable[..., Any],
-    *,
-    backend: str | None = None,
-    collective_timeout_s: float = 300.0,
-    startup_timeout_s: float = 120.0,
-) -> Callable[[dict[str, Any]], None]:
+def elastic(train_loop_per_worker: Callable[..., Any], *, backend: str | None = None,
+            collective_timeout_s: float = 300.0, startup_timeout_s: float = 120.0
+            ) -> Callable[[dict[str, Any]], None]:
     """Turn a training loop into a Ray Tune function trainable that runs at any width.
 
     The width comes from the trial's resources (set by Fluid, or by
@@ -120,9 +116,8 @@ def is_elastic(trainable: Any) -> bool:
     return shapes.is_elastic(trainable)
 
 
-def trial_resources(
-    width: float, *, cpus_per_worker: float = 1.0, trial_cpus: float = 1.0
-) -> ray.tune.PlacementGroupFactory:
+def trial_resources(width: float, *, cpus_per_worker: float = 1.0,
+                    trial_cpus: float = 1.0) -> ray.tune.PlacementGroupFactory:
     """The PlacementGroupFactory for a trial of ``width`` GPUs, in the shapes `elastic` runs.
 
     ``width < 1``: one packed bundle ``{"CPU": trial_cpus, "GPU": width}``;

@@ -39,9 +39,8 @@ class TrainingWorkerError(RuntimeError):
         details: the rank's formatted traceback or the reason it died.
     """
 
-    def __init__(
-        self, rank: int, world_size: int, details: str, failed_at: float | None = None
-    ) -> None:
+    def __init__(self, rank: int, world_size: int, details: str,
+                 failed_at: float | None = None) -> None:
         self.rank = rank
         self.world_size = world_size
         self.details = details
@@ -105,11 +104,9 @@ class _GangWorker:
         self._acked = 0
 
     def node_info(self) -> dict[str, Any]:
-        return {
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "ip": ray.util.get_node_ip_address(),
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-        }
+        return {"node_id": ray.get_runtime_context().get_node_id(),
+                "ip": ray.util.get_node_ip_address(),
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
 
     def prepare(self, visible_devices: str | None, share: float) -> dict[str, Any]:
         # Must run before anything initialises CUDA in this process: CUDA reads

@@ -72,10 +72,8 @@ def modeled_trainable(config: dict) -> None:
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "modeled.json"), "w") as f:
                 json.dump({"iteration": it}, f)
-            tune.report(
-                {"score": score_at(config.get("quality", 1.0), it), "gpus": width},
-                checkpoint=Checkpoint.from_directory(d),
-            )
+            tune.report({"score": score_at(config.get("quality", 1.0), it), "gpus": width},
+                        checkpoint=Checkpoint.from_directory(d))
 
 
 # Gang-capable: the modeled speed-up of a gang needs no workers.
