@@ -69,29 +69,6 @@ class Instance:
     trials: list[TrialSpec]
     config: PolicyConfig
 
-    def to_obj(self) -> dict[str, Any]:
-        """The instance as a JSON-ready object that ``parse_instance`` reads back."""
-        cfg = self.config
-        obj: dict[str, Any] = {"gpus": self.gpus, "c": cfg.c, "d": cfg.d, "eps": cfg.eps}
-        if cfg.gpu_memory is not None:
-            obj["gpu_memory"] = cfg.gpu_memory
-        if (cfg.o_th, cfg.s_th, cfg.c_max) != (_DEFAULT.o_th, _DEFAULT.s_th, _DEFAULT.c_max):
-            obj.update(o_th=cfg.o_th, s_th=cfg.s_th, c_max=cfg.c_max)
-        trials = []
-        for t in self.trials:
-            row: dict[str, Any] = {
-                "id": t.id,
-                "runtime": t.runtime,
-                "alpha": t.alpha,
-                "beta": t.beta,
-            }
-            row.update(
-                {k: v for k, v in (("c", t.c), ("d", t.d), ("memory", t.memory)) if v is not None}
-            )
-            trials.append(row)
-        obj["trials"] = trials
-        return obj
-
 
 def _show(value: Any) -> str:
     """A value as it would appear in the JSON file."""

@@ -74,15 +74,7 @@ def test_optional_fields() -> None:
     assert parse_instance(_obj(gpus=8.0)).gpus == 8  # an integral float is an integer
 
 
-def test_round_trip_and_figure5() -> None:
-    for inst in (
-        figure5(),
-        parse_instance(
-            _obj(gpu_memory=24, o_th=0.2, trials=[{"id": "a", "runtime": 5, "c": 2, "memory": 4}])
-        ),
-    ):
-        again = parse_instance(json.loads(json.dumps(inst.to_obj())))
-        assert again == inst
+def test_figure5() -> None:
     fig = figure5()
     assert isinstance(fig, Instance)
     assert fig.gpus == 5 and [t.id for t in fig.trials] == ["a1", "a2", "a3", "a4"]
