@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from fluid.core.checks import check_number
 from fluid.core.model import TrialSpec
-from fluid.core.overheads import c_from_alpha, c_from_alphas, d_from_beta
+from fluid.core.overheads import c_from_alpha, d_from_beta
 from fluid.core.tunables import DEFAULTS
 
 
@@ -59,7 +59,7 @@ class PolicyConfig:
 
     def c_of_all(self, specs: Sequence[TrialSpec]) -> list[int]:
         """``c_of`` of each trial, in one pass (water-filling 10,000 trials asks for all)."""
-        derived = c_from_alphas([s.alpha for s in specs if s.c is None], self.o_th, self.c_max)
+        derived = [c_from_alpha(s.alpha, self.o_th, self.c_max) for s in specs if s.c is None]
         if self.c is not None:
             derived = [min(self.c, c) for c in derived]
         if len(derived) == len(specs):

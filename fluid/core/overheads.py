@@ -104,12 +104,6 @@ def c_from_alpha(alpha: float, o_th: float = DEFAULTS.makespan_o_th,
     return _limit_from_overhead(alpha, o_th, c_max, "alpha")
 
 
-def c_from_alphas(alphas: Sequence[float], o_th: float = DEFAULTS.makespan_o_th,
-                  c_max: int = DEFAULTS.makespan_c_max) -> list[int]:
-    """``c_from_alpha`` of each of ``alphas`` (one call per group, not one per trial)."""
-    return [_limit_from_overhead(a, o_th, c_max, "alpha") for a in alphas]
-
-
 def d_from_beta(beta: float, s_th: float = DEFAULTS.s_th, d_max: int = 64) -> int:
     """``d`` implied by scaling overhead ``beta`` under the model, at most ``d_max``."""
     return _limit_from_overhead(beta, s_th, d_max, "beta")
