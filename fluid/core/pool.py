@@ -175,7 +175,6 @@ class GpuPool:
         # Best fit: the fullest partial GPU the share fits on (ties: lowest id). ``_by_used``
         # holds the partial GPUs below their trial limit (no trial fits on the others) in that
         # order; GPUs before ``start`` are too full by more than round-off.
-        best = None
         by_used = self._by_used
         start = bisect.bisect_left(by_used, (share - 1.0 - WIDTH_TOL - 1e-12, -1))
         for i in range(start, len(by_used)):
@@ -186,13 +185,10 @@ class GpuPool:
                 and len(gpu.shares) + 1 <= (c if gpu.limit is None else min(c, gpu.limit))
                 and self._memory_ok(gpu, memory)
             ):
-                best = g
-                break
-        if best is None and self._idle:
-            g = self._idle[0]
-            if self._memory_ok(self._gpus[g], memory):
-                best = g
-        return best
+                return g
+        if self._idle and self._memory_ok(self._gpus[self._idle[0]], memory):
+            return self._idle[0]
+        return None
 
     def fits(self, width: float, c: int = 1, memory: float | None = None) -> bool:
         """Whether a trial of this width could be placed now."""
@@ -343,8 +339,7 @@ class GpuPool:
         gpus = self._where[trial_id]
         if len(self._idle) < extra:
             return None
-        gpu0 = self._gpus[gpus[0]]
-        memory = gpu0.memory.get(trial_id)
+        memory = self._gpus[gpus[0]].memory.get(trial_id)
         added = tuple(self._idle[:extra])
         for g in added:
             self._take(g, trial_id, 1.0, 1, memory)
