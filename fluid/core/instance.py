@@ -106,15 +106,21 @@ def _fraction(value: Any, field: str) -> float:
     return float(value)
 
 
-def _unknown_keys(obj: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+def _check_keys(obj: dict[str, Any], allowed: tuple[str, ...], required: tuple[str, str],
+                where: str) -> None:
+    """No key outside ``allowed`` and both ``required`` keys there (``where``: the object)."""
+    prefix = f"{where}." if where else ""
     unknown = [k for k in obj if k not in allowed]
     if unknown:
-        field = f"{where}.{unknown[0]}" if where else str(unknown[0])
+        field = f"{prefix}{unknown[0]}"
         raise InstanceError(
             f"unknown field {field!r}; allowed fields{' of ' + where if where else ''}: "
             + ", ".join(allowed),
             field,
         )
+    for key in required:
+        if key not in obj:
+            raise InstanceError(f"{prefix}{key} is missing (required)", prefix + key)
 
 
 def _parse_trial(raw: Any, i: int, gpu_memory: float | None) -> TrialSpec:
@@ -123,10 +129,7 @@ def _parse_trial(raw: Any, i: int, gpu_memory: float | None) -> TrialSpec:
         raise InstanceError(
             f"{where} must be an object with id and runtime, got {_show(raw)}", where
         )
-    _unknown_keys(raw, TRIAL_KEYS, where)
-    for key in ("id", "runtime"):
-        if key not in raw:
-            raise InstanceError(f"{where}.{key} is missing (required)", f"{where}.{key}")
+    _check_keys(raw, TRIAL_KEYS, ("id", "runtime"), where)
     tid = raw["id"]
     if not isinstance(tid, str) or not tid:
         raise InstanceError(
@@ -152,10 +155,7 @@ def parse_instance(obj: Any) -> Instance:
     """Validate a decoded JSON object and build the ``Instance``; raises ``InstanceError``."""
     if not isinstance(obj, dict):
         raise InstanceError(f"an instance must be a JSON object, got {type(obj).__name__}")
-    _unknown_keys(obj, TOP_KEYS, "")
-    for key in ("gpus", "trials"):
-        if key not in obj:
-            raise InstanceError(f"{key} is missing (required)", key)
+    _check_keys(obj, TOP_KEYS, ("gpus", "trials"), "")
     gpus = _integer(obj["gpus"], "gpus", 1)
     c = None if obj.get("c") is None else _integer(obj["c"], "c", 1)
     d = None if obj.get("d") is None else _integer(obj["d"], "d", 1)
