@@ -20,7 +20,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,14 +124,18 @@ def is_elastic(trainable: Any) -> bool:
     Accepts a marked function (also wrapped, e.g. by ``tune.with_resources``), a function whose
     ``__mixins__`` carry the marker, and the Tune trainable class Ray builds from either.
     """
+    return find_mark(trainable, ELASTIC_ATTR, lambda mark: mark is True) is not None
+
+
+def find_mark(trainable: Any, attr: str, accept: Callable[[Any], bool]) -> Any:
+    """The first value of ``attr`` that ``accept`` takes on ``trainable`` or its ``__mixins__``,
+    then on what it wraps (``__wrapped__``, 8 levels at most); ``None``: none."""
     seen = 0
     while trainable is not None and seen < 8:
-        if getattr(trainable, ELASTIC_ATTR, False) is True:
-            return True
-        if any(
-            getattr(m, ELASTIC_ATTR, False) is True for m in getattr(trainable, "__mixins__", ())
-        ):
-            return True
+        for holder in itertools.chain((trainable,), getattr(trainable, "__mixins__", ())):
+            mark = getattr(holder, attr, None)
+            if accept(mark):
+                return mark
         trainable = getattr(trainable, "__wrapped__", None)
         seen += 1
-    return False
+    return None

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fluid.shapes.bundles import find_mark
+
 #: The attribute that marks a trainable as a Ray Train driver (``fluid.train.ray_train``).
 RAY_TRAIN_ATTR = "_fluid_ray_train"
 
@@ -135,12 +137,4 @@ def worker_range(trainable: Any) -> WorkerRange | None:
     Accepts the marked function (also wrapped, e.g. by ``tune.with_parameters``), a function
     whose ``__mixins__`` carry the mark, and the Tune trainable class Ray builds from either.
     """
-    seen = 0
-    while trainable is not None and seen < 8:
-        for holder in (trainable, *getattr(trainable, "__mixins__", ())):
-            found = getattr(holder, RAY_TRAIN_ATTR, None)
-            if isinstance(found, WorkerRange):
-                return found
-        trainable = getattr(trainable, "__wrapped__", None)
-        seen += 1
-    return None
+    return find_mark(trainable, RAY_TRAIN_ATTR, lambda mark: isinstance(mark, WorkerRange))
