@@ -85,9 +85,11 @@ def _play(
     started: Sequence[Assignment],
     waiting: list[tuple[TrialSpec, float]],
     dynamic: bool,
+    widths: dict[str, float],
 ) -> GroupSchedule:
     """The group played out from the trials ``started`` on ``pool`` (which it takes over:
-    departures are released from it)."""
+    departures are released from it); ``widths``: the plan's, kept in the schedule."""
+    placement = pool.placement()
     by_id = {t.id: t for t in trials}
     running: dict[str, _Run] = {}
     segments: list[Segment] = []
@@ -134,7 +136,8 @@ def _play(
             f"trial {spec.id!r} at width {width:g} can never be placed on {pool.n} GPUs"
             + (f" of {pool.memory:g} GB" if pool.memory is not None else "")
         )
-    return GroupSchedule(max(finish.values(), default=0.0), finish, segments, resizes)
+    return GroupSchedule(max(finish.values(), default=0.0), finish, segments, resizes, widths,
+                         placement)
 
 
 def play_fixed(
@@ -149,10 +152,7 @@ def play_fixed(
     order = [t.id for t in trials] if order is None else list(order)
     started, waiting, pool = start_in_order([(by_id[i], widths[i]) for i in order],
                                             GpuPool(n, config.gpu_memory), config)
-    placement = pool.placement()
-    result = _play(trials, pool, config, started, waiting, dynamic=False)
-    result.widths, result.placement = dict(widths), placement
-    return result
+    return _play(trials, pool, config, started, waiting, dynamic=False, widths=dict(widths))
 
 
 def simulate_group(
@@ -170,9 +170,7 @@ def simulate_group(
     if policy == "fifo":
         return play_fixed(trials, n, config, {t.id: 1.0 for t in trials})
     plan = static_fluid(trials, GpuPool(n, config.gpu_memory), config)
-    placement = plan.pool.placement()
     by_id = {t.id: t for t in trials}
     waiting = [(by_id[i], plan.widths[i]) for i in plan.waiting]
-    result = _play(trials, plan.pool, config, plan.started, waiting, dynamic=policy == "dynamic")
-    result.widths, result.placement = plan.widths, placement
-    return result
+    return _play(trials, plan.pool, config, plan.started, waiting, dynamic=policy == "dynamic",
+                 widths=plan.widths)
