@@ -84,11 +84,6 @@ class TrainBounds:
     w_min: float | None
     w_max: float | None
 
-    @property
-    def asked(self) -> float:
-        """GPUs the trial asked for (its least width, 0 when sized freely)."""
-        return self.w_min or 0.0
-
 
 def train_bounds(workers: WorkerRange, resize_requests: bool = False) -> TrainBounds:
     """The widths of a trial marked with ``workers``.
