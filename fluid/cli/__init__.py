@@ -129,6 +129,20 @@ def print_json(obj: Any) -> None:
     out.flush()
 
 
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1,
+               rule: bool = False) -> str:
+    """Columns two spaces apart, each as wide as its widest cell: the first ``left`` columns
+    left-aligned, the others right-aligned; ``rule``: a line of dashes under the headers."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    dashes = ["  ".join("-" * w for w in widths)] if rule else []
+    return "\n".join([line(headers), *dashes, *(line(r) for r in rows)])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``fluid`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()

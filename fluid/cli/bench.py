@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fluid.cli import print_json
+from fluid.cli import print_json, text_table
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import RunningTrial, dynamic_fluid
 from fluid.core.model import TrialSpec
@@ -149,10 +149,7 @@ def run_policy(args: argparse.Namespace) -> int:
         ]
         for r in results
     ]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    print("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
-    for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+    print(text_table(headers, rows, left=0))
     key = next(r for r in results if (r.trials, r.gpus) == (1000, 512))
     verdict = "ok" if key.static_ms < TARGET_MS else "TOO SLOW"
     print(

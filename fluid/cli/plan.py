@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fluid.cli import print_json
+from fluid.cli import print_json, text_table
 from fluid.core.bounds import best_found, lower_bound
 from fluid.core.groupsim import POLICIES, GroupSchedule, simulate_group
 from fluid.core.instance import Instance, figure5, load_instance
@@ -114,15 +114,6 @@ def _gpus(ids: tuple[int, ...]) -> str:
     return ",".join(str(g) for g in ids)
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(lines)
-
-
 def render(result: PlanResult, title: str) -> str:
     """The plan as a readable table, the makespans, the speed-up and the idle GPUs."""
     inst, cfg = result.instance, result.instance.config
@@ -155,7 +146,7 @@ def render(result: PlanResult, title: str) -> str:
     out = [
         f"{title}: {len(inst.trials)} trials on {inst.gpus} GPUs{mem}{eps}",
         "",
-        _table(headers, rows),
+        text_table(headers, rows, left=len(headers), rule=True),
         "(width and GPUs: StaticFluid at t = 0; start and finish: StaticFluid + DynamicFluid)",
         "",
     ]
@@ -171,7 +162,7 @@ def render(result: PlanResult, title: str) -> str:
     mrows[2][2] = f"{dyn.resizes} resizes"
     if spans["best_found"] is None:
         mrows[4][2] = "not computed (group too large to search)"
-    out.append(_table(["makespan", "seconds", "note"], mrows))
+    out.append(text_table(["makespan", "seconds", "note"], mrows, left=3, rule=True))
     fifo, dynamic = spans["fifo"], spans["dynamic"]
     if fifo is not None and dynamic:
         out.append(f"fifo / dynamic = {fifo / dynamic:.2f}x")

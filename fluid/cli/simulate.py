@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from fluid.algorithms import ALGORITHMS
-from fluid.cli import print_json
+from fluid.cli import print_json, text_table
 
 WORKLOADS = ("cifar10", "wlm", "dcgan", "synthetic")
 
@@ -145,7 +145,7 @@ def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
                      _fmt(r.makespan) + (" (hangs)" if r.stalled else ""), _fmt(r.gpu_seconds),
                      "-" if r.gpu_utilization is None else f"{r.gpu_utilization:.0%}",
                      str(r.trials), str(r.restarts)])
-    _table(headers, rows, out)
+    print(text_table(headers, rows), file=out)
     print("\nmedian over seeds [min, max]:", file=out)
     rows = []
     for ex in (*EXECUTORS, LOWER_BOUND):
@@ -162,7 +162,8 @@ def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
             f = (lambda v: f"{v:.0%}") if pct else (lambda v: _fmt(v))  # noqa: E731
             row.append(f"{f(statistics.median(vals))} [{f(min(vals))}, {f(max(vals))}]")
         rows.append(row)
-    _table(["executor", "time to target s", "makespan s", "GPU-s", "util"], rows, out)
+    print(text_table(["executor", "time to target s", "makespan s", "GPU-s", "util"], rows),
+          file=out)
     st = comp.speedup_stats()
     print("\nspeedups, geometric mean over seeds of per-seed ratios [bootstrap 95% interval]:",
           file=out)
@@ -178,23 +179,13 @@ def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
             row.append("-" if v is None else f"{v:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]"
                                                              if ci else ""))
         rows.append(row)
-    _table(["speedup", "time to target", "makespan"], rows, out)
+    print(text_table(["speedup", "time to target", "makespan"], rows), file=out)
     fl = comp.per_trial("resizes").get("fluid")
     if fl is not None:
         print(f"  Fluid resizes per trial (mean over seeds): {fl:.2f}", file=out)
     if any(r.stalled for r in comp.results):
         print("  (hangs): Tune never resumes a trial this scheduler paused (see docs/simulator.md)",
               file=out)
-
-
-def _table(headers: list[str], rows: list[list[str]], out: Any) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
-    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
-                    for i, (h, w) in enumerate(zip(headers, widths, strict=True))), file=out)
-    for r in rows:
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                        for i, (c, w) in enumerate(zip(r, widths, strict=True))), file=out)
 
 
 def write_paper(path: str | Path = "docs/benchmarks.md", seeds: int = 10, quick: bool = False,
