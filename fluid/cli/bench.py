@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fluid.cli import print_json, text_table
+from fluid.core.checks import check_number
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import RunningTrial, dynamic_fluid
 from fluid.core.model import TrialSpec
@@ -121,8 +122,7 @@ def time_policy(count: int, gpus: int, repeat: int, seed: int) -> PolicyTiming:
 
 def run_policy(args: argparse.Namespace) -> int:
     """``fluid bench policy``: print the timing table (or ``--json``); 0 on success."""
-    if args.repeat < 1:
-        raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
+    check_number("--repeat", args.repeat, 1)
     results = [
         time_policy(count, gpus, args.repeat, args.seed)
         for count in TRIAL_COUNTS

@@ -99,13 +99,10 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results)
     if args.run:
         if args.jobs < 1:
-            print(f"fluid: error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
-            return 2
+            raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
         run_missing(results, lambda line: print(line, file=sys.stderr, flush=True), args.jobs)
     if not results.is_dir():
-        print(f"fluid: error: RESULTS_DIR {results} does not exist (--run makes it)",
-              file=sys.stderr)
-        return 2
+        raise ValueError(f"RESULTS_DIR {results} does not exist (--run makes it)")
     text = page(Results(results))
     Path(args.out).write_text(text)
     print(f"{args.out}: {len(text.splitlines())} lines")

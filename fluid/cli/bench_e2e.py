@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fluid.cli import print_json
+from fluid.core.checks import check_number
 
 ALPHA = 1.25  # packing overhead of the modeled trials (Fluid is told it, as if profiled)
 BETA = 1.05
@@ -225,11 +226,9 @@ def run(args: argparse.Namespace) -> int:
     spec = QUICK if args.quick else FULL
     t1, iters, gpus = spec["t1"], spec["iters"], spec["gpus"]
     if args.trials is not None:
-        if not 1 <= args.trials <= len(t1):
-            raise ValueError(f"--trials must be in [1, {len(t1)}], got {args.trials}")
+        check_number("--trials", args.trials, 1, len(t1))
         t1 = t1[:args.trials]
-    if not 0 <= args.load <= MAX_LOAD:
-        raise ValueError(f"--load must be in [0, {MAX_LOAD}], got {args.load}")
+    check_number("--load", args.load, 0, MAX_LOAD)
     _mark()
     ray.init(address="local", num_cpus=2, num_gpus=gpus, include_dashboard=False,
              log_to_driver=False, logging_level=logging.WARNING)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fluid.cli import print_json
+from fluid.core.checks import check_number
 
 PARTS = ("packing", "tuning")
 #: Datasheet FP32 peaks (TFLOPS), matched in order against the GPU's name.
@@ -169,8 +170,7 @@ def run(args: argparse.Namespace) -> int:
     parts = _parts(args.parts)
     if not args.seconds > 0:
         raise ValueError(f"--seconds must be > 0, got {args.seconds}")
-    if not 3 <= args.repeats <= 20:
-        raise ValueError(f"--repeats must be in [3, 20], got {args.repeats}")
+    check_number("--repeats", args.repeats, 3, 20)
     gpu = _gpu(args)
     t0 = time.monotonic()
 

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from fluid.cli import print_json
+from fluid.core.checks import check_number
 
 
 def register(subparsers: Any) -> None:
@@ -77,11 +78,8 @@ def _timed(trainable: Any, trials: int, **kwargs: Any) -> tuple[float, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run both executors; print the figures."""
-    from fluid.cli import error
-
     for name in ("trials", "gpus", "cpus"):
-        if getattr(args, name) < 1:
-            return error(f"--{name} must be >= 1, got {getattr(args, name)}")
+        check_number(f"--{name}", getattr(args, name), 1)
     import tempfile
 
     import ray

@@ -21,6 +21,7 @@ import sys
 import time
 
 from fluid.cli import print_json
+from fluid.core.checks import check_number
 
 #: Acceptance targets: up to this many trials on 512 GPUs simulated in under this many seconds.
 TARGETS_S = ((1000, 60.0), (10000, 120.0))
@@ -55,8 +56,7 @@ def run_sim(args: argparse.Namespace) -> int:
 
     quiet_logs()
     for name, value in (("--trials", args.trials), ("--gpus", args.gpus)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+        check_number(name, value, 1)
     executors = parse_executors(args.executors)
     workload = get_workload("synthetic", iter_time=10.0, spread=0.5, max_t=ITERATIONS)
     # Warm up Ray's lazy imports and the searcher once, outside the timings.

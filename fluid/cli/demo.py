@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from fluid.core.checks import check_number
+
 GPUS = 4
 T1 = [0.4, 0.4, 0.4, 0.4, 0.4, 1.6, 4.0]  # seconds per iteration on one GPU
 ITERS = 8
@@ -80,10 +82,7 @@ class _PlanPrinter(logging.Handler):
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo job; returns the exit code."""
-    if args.gpus < 1:
-        from fluid.cli import error
-
-        return error(f"--gpus must be >= 1, got {args.gpus}")
+    check_number("--gpus", args.gpus, 1)
     import ray
     from ray import tune
 

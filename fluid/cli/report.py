@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fluid.cli import print_json
+from fluid.cli import error, print_json
 
 
 def register(subparsers: Any) -> None:
@@ -58,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         plots = write_report(args.results, out, args.metric, args.mode)
     except ReportError as e:
-        print(f"fluid: error: {e}", file=sys.stderr)
-        return 2
+        return error(str(e))
     if args.json:
         print_json([{"path": str(p.path), "kind": p.kind, "series": p.series} for p in plots])
     else:

@@ -68,6 +68,7 @@ from typing import Any
 
 from fluid.algorithms import ALGORITHMS
 from fluid.cli import print_json, text_table
+from fluid.core.checks import check_number
 
 WORKLOADS = ("cifar10", "wlm", "dcgan", "synthetic")
 
@@ -230,10 +231,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"fluid simulate: {problem}", file=sys.stderr)
         return 2
     quiet_logs()
-    if args.gpus is not None and args.gpus < 1:
-        raise ValueError(f"--gpus must be >= 1, got {args.gpus}")
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    check_number("--gpus", args.gpus, 1, optional=True)
+    check_number("--seeds", args.seeds, 1)
     if args.references and not args.validate:
         raise ValueError("--references needs --validate (it names a packing reference file)")
     if args.validate:
