@@ -55,8 +55,10 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-").lower() or "run"
 
 
-def _save(fig: Any, path: Path, kind: str, series: list[str]) -> Plot:
+def _save(fig: Any, path: str | Path, kind: str, series: list[str]) -> Plot:
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={
         "Title": f"fluid report: {kind}",
         "fluid:series": str(len(series)),
@@ -117,8 +119,7 @@ def plot_best_metric(
         ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return _save(fig, Path(path), "best_metric", series)
+    return _save(fig, path, "best_metric", series)
 
 
 # --------------------------------------------------------------------------- utilisation
@@ -193,8 +194,7 @@ def plot_utilization(run: dict[str, Any], path: str | Path, label: str = "", bin
         fontsize=10,
     )
     fig.colorbar(image, ax=ax, pad=0.01).set_label(bar, fontsize=8)
-    fig.tight_layout()
-    return _save(fig, Path(path), "utilization", [f"GPU {g}" for g in names])
+    return _save(fig, path, "utilization", [f"GPU {g}" for g in names])
 
 
 def gpu_use(run: dict[str, Any]) -> list[tuple[float, float]]:
@@ -233,8 +233,7 @@ def plot_gpu_use(run: dict[str, Any], path: str | Path, label: str = "") -> Plot
     ax.set_xlim(0, end * 1.01 if end > 0 else 1)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return _save(fig, Path(path), "gpu_use", ["GPUs allocated"])
+    return _save(fig, path, "gpu_use", ["GPUs allocated"])
 
 
 # --------------------------------------------------------------------------- shapes
@@ -262,8 +261,7 @@ def plot_shapes(run: dict[str, Any], path: str | Path, label: str = "") -> Plot:
     trials.sort(key=lambda t: (min(float(s[0]) for s in t["shapes"]), t["id"]))
     height = min(2.0 + 0.32 * max(len(trials), 1), 60.0)
     fig, ax = plt.subplots(figsize=(11, height))
-    used: dict[str, str] = {}
-    order: list[str] = []
+    used: dict[str, tuple[float, str]] = {}  # legend label: (a width, for the order; colour)
     for row, trial in enumerate(trials):
         shapes = sorted(trial["shapes"], key=lambda s: float(s[0]))
         for i, (t, width, *_rest) in enumerate(shapes):
@@ -271,9 +269,7 @@ def plot_shapes(run: dict[str, Any], path: str | Path, label: str = "") -> Plot:
                 continue
             t_next = float(shapes[i + 1][0]) if i + 1 < len(shapes) else end
             name, color, text = _category(float(width))
-            if name not in used:
-                used[name] = color
-                order.append(name)
+            used.setdefault(name, (float(width), color))
             ax.broken_barh([(float(t), t_next - float(t))], (row - 0.38, 0.76),
                            facecolors=color, edgecolors="white", linewidth=0.5)
             if (t_next - float(t)) > end / 40:
@@ -296,7 +292,8 @@ def plot_shapes(run: dict[str, Any], path: str | Path, label: str = "") -> Plot:
                  f"{run.get('algorithm', '?')}, {run['executor']} executor, "
                  f"{run.get('gpus', '?')} GPUs; bar text: GPU share, or \u00d7w for a gang of w "
                  f"GPUs; {since}", fontsize=10)
-    handles = [Patch(facecolor=used[n], label=n) for n in _legend_order(order)]
+    handles = [Patch(facecolor=color, label=name)
+               for name, (_, color) in sorted(used.items(), key=lambda item: item[1][0])]
     handles.append(Line2D([], [], marker="|", color="black", linestyle="none",
                           markersize=8, label="reported iteration"))
     if any(t.get("status") == "ERROR" for t in trials):
@@ -304,22 +301,7 @@ def plot_shapes(run: dict[str, Any], path: str | Path, label: str = "") -> Plot:
                               label="trial failed"))
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    return _save(fig, Path(path), "shapes", [t["id"] for t in trials])
-
-
-def _legend_order(names: list[str]) -> list[str]:
-    def key(n: str) -> tuple[int, int]:
-        if n.startswith("packed"):
-            return (0, 0)
-        if n == "1 GPU":
-            return (1, 0)
-        return (2, int(re.sub(r"\D", "", n) or 0))
-
-    return sorted(names, key=key)
-
-
-# --------------------------------------------------------------------------- checking
+    return _save(fig, path, "shapes", [t["id"] for t in trials])
 
 
 # --------------------------------------------------------------------------- all

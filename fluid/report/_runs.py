@@ -31,9 +31,7 @@ def load_runs(
         path = Path(p)
         file = path / RUN_FILE if path.is_dir() else path
         if not file.is_file() and is_tune_experiment(path):
-            record = load_tune_experiment(path, metric, mode)
-            record["_path"] = str(path)
-            runs.append(record)
+            runs.append({**load_tune_experiment(path, metric, mode), "_path": str(path)})
             continue
         if not file.is_file():
             raise ReportError(f"{p}: neither a run record ({RUN_FILE}, written by python -m "
