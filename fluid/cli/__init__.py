@@ -143,6 +143,26 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int 
     return "\n".join([line(headers), *dashes, *(line(r) for r in rows)])
 
 
+@contextlib.contextmanager
+def ray_instance(gpus: int = 0, cpus: int = 2, address: str | None = None,
+                 quiet: bool = True) -> Iterator[None]:
+    """Ray for the block, shut down after it: the cluster at ``address``, else a local instance
+    with ``cpus`` CPUs and ``gpus`` logical GPUs; no dashboard, no worker logs on the driver,
+    and with ``quiet`` Ray's own logs at WARNING only."""
+    import logging
+
+    import ray
+
+    where = {"address": address} if address else {"address": "local", "num_cpus": cpus,
+                                                   "num_gpus": gpus}
+    ray.init(**where, include_dashboard=False, log_to_driver=False,
+             **({"logging_level": logging.WARNING} if quiet else {}))
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``fluid`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()

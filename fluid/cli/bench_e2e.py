@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from fluid.cli import print_json
+from fluid.cli import print_json, ray_instance
 from fluid.core.checks import check_number
 
 ALPHA = 1.25  # packing overhead of the modeled trials (Fluid is told it, as if profiled)
@@ -80,16 +80,22 @@ def bench_trainable(config: dict) -> None:
     modeled_trainable({**config, "alpha": ALPHA, "beta": BETA, "quality": config["t1"] / 10})
 
 
-def _mark() -> None:
+def mark_elastic(trainable: Any) -> None:
+    """Mark the function ``trainable`` an ``ElasticTrainable`` (Fluid may pack or resize it)."""
     from fluid.tune import ElasticTrainable
 
-    bench_trainable.__mixins__ = (ElasticTrainable,)
+    trainable.__mixins__ = (ElasticTrainable,)
 
 
-def _space(t1: list[float], iters: int) -> dict[str, Any]:
+def one_gpu_each(trainable: Any) -> Any:
+    """``trainable`` as plain Tune runs it, one GPU per trial (a new function: ``with_resources``
+    marks the function itself)."""
     from ray import tune
 
-    return {"t1": tune.grid_search(t1), "iters": iters}
+    def plain_trainable(config: dict) -> None:
+        trainable(config)
+
+    return tune.with_resources(plain_trainable, {"cpu": 0.1, "gpu": 1})
 
 
 def _run(job: str, executor: str, t1: list[float], iters: int, storage: str) -> dict[str, Any]:
@@ -107,14 +113,10 @@ def _run(job: str, executor: str, t1: list[float], iters: int, storage: str) -> 
                               cpus_per_worker=0.05)
         trainable, scheduler = bench_trainable, fluid
     else:
-        def plain_trainable(config: dict) -> None:  # with_resources marks the function itself
-            bench_trainable(config)
-
-        trainable = tune.with_resources(plain_trainable, {"cpu": 0.1, "gpu": 1})
-        scheduler = base
+        trainable, scheduler = one_gpu_each(bench_trainable), base
     wall0, t0 = time.time(), time.monotonic()
     analysis = tune.run(
-        trainable, config=_space(t1, iters), scheduler=scheduler, metric="score", mode="max",
+        trainable, config={"t1": tune.grid_search(t1), "iters": iters}, scheduler=scheduler, metric="score", mode="max",
         stop={"training_iteration": iters}, storage_path=storage, verbose=0,
     )
     makespan = time.monotonic() - t0
@@ -219,25 +221,16 @@ def _print_table(jobs: dict[str, Any], t1: list[float], iters: int, gpus: int,
 
 def run(args: argparse.Namespace) -> int:
     """Run both jobs under both executors and the simulator; print the figures."""
-    import logging
-
-    import ray
-
     spec = QUICK if args.quick else FULL
     t1, iters, gpus = spec["t1"], spec["iters"], spec["gpus"]
     if args.trials is not None:
         check_number("--trials", args.trials, 1, len(t1))
         t1 = t1[:args.trials]
     check_number("--load", args.load, 0, MAX_LOAD)
-    _mark()
-    ray.init(address="local", num_cpus=2, num_gpus=gpus, include_dashboard=False,
-             log_to_driver=False, logging_level=logging.WARNING)
+    mark_elastic(bench_trainable)
     storage = tempfile.mkdtemp(prefix="fluid-bench-e2e-")
-    try:
-        with busy_processes(args.load):
-            jobs = {job: _job(job, t1, iters, gpus, storage) for job in ("grid", "hyperband")}
-    finally:
-        ray.shutdown()
+    with ray_instance(gpus), busy_processes(args.load):
+        jobs = {job: _job(job, t1, iters, gpus, storage) for job in ("grid", "hyperband")}
     grid = jobs["grid"]
     out = {"tune": grid["tune"], "fluid": grid["fluid"], "speedup": grid["speedup"],
            "simulated_speedup": grid["simulated_speedup"], "jobs": jobs,

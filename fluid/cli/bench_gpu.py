@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fluid.cli import print_json
+from fluid.cli import print_json, ray_instance
 from fluid.core.checks import check_number
 
 PARTS = ("packing", "tuning")
@@ -128,20 +128,10 @@ def mps_processes_left() -> int:
 
 
 def _tuning(smoke: bool, alpha: float | None, log: Callable[[str], None]) -> dict[str, Any]:
-    import logging
-
-    import ray
-
     from fluid.cli.bench_gpu_tuning import GPU_JOB, SMOKE_JOB, tuning
 
-    job = SMOKE_JOB if smoke else GPU_JOB
-    cpus = 2 if smoke else max(2, os.cpu_count() or 2)
-    ray.init(address="local", num_cpus=cpus, num_gpus=1, include_dashboard=False,
-             log_to_driver=False, logging_level=logging.WARNING)
-    try:
-        return tuning(job, alpha, log)
-    finally:
-        ray.shutdown()
+    with ray_instance(1, 2 if smoke else max(2, os.cpu_count() or 2)):
+        return tuning(SMOKE_JOB if smoke else GPU_JOB, alpha, log)
 
 
 def _summary(gpu: tuple[str, float], args: argparse.Namespace) -> dict[str, Any]:

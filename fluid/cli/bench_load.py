@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from fluid.cli import print_json
+from fluid.cli import print_json, ray_instance
 from fluid.core.checks import check_number
 
 
@@ -82,39 +82,32 @@ def run(args: argparse.Namespace) -> int:
         check_number(f"--{name}", getattr(args, name), 1)
     import tempfile
 
-    import ray
     from ray import tune
 
     from fluid import FluidExecutor
 
-    ray.init(address="local", num_cpus=args.cpus, num_gpus=args.gpus, include_dashboard=False,
-             log_to_driver=False)
     storage = tempfile.mkdtemp(prefix="fluid-bench-load-")
     peak, now = [_peak_rss_mb()], [_rss_mb()]
+    trainable = tune.with_resources(zero_work, {"cpu": 1, "gpu": 1})
     try:
-        print(f"plain Tune: {args.trials} trials, 1 GPU each ...", file=sys.stderr, flush=True)
-        plain_s, plain = _timed(
-            tune.with_resources(zero_work, {"cpu": 1, "gpu": 1}), args.trials,
-            storage_path=storage,
-        )
-        plain_done = sum(t.status == "TERMINATED" for t in plain.trials)
-        # Plain Tune's results are counted: let them go, as a user's script would between two
-        # experiments, so that the Fluid run is not charged for keeping two experiments alive.
-        del plain
-        gc.collect()
-        peak.append(_peak_rss_mb())
-        now.append(_rss_mb())
-        print(f"Fluid: {args.trials} trials ...", file=sys.stderr, flush=True)
-        executor = FluidExecutor(cpus_per_trial=1.0, resize_requests=True)
-        fluid_s, fluid = _timed(
-            tune.with_resources(zero_work, {"cpu": 1, "gpu": 1}), args.trials,
-            storage_path=storage, scheduler=executor,
-        )
-        gc.collect()
-        peak.append(_peak_rss_mb())
-        now.append(_rss_mb())
+        with ray_instance(args.gpus, args.cpus, quiet=False):
+            print(f"plain Tune: {args.trials} trials, 1 GPU each ...", file=sys.stderr, flush=True)
+            plain_s, plain = _timed(trainable, args.trials, storage_path=storage)
+            plain_done = sum(t.status == "TERMINATED" for t in plain.trials)
+            # Plain Tune's results are counted: let them go, as a user's script would between
+            # two experiments, so that the Fluid run is not charged for keeping two alive.
+            del plain
+            gc.collect()
+            peak.append(_peak_rss_mb())
+            now.append(_rss_mb())
+            print(f"Fluid: {args.trials} trials ...", file=sys.stderr, flush=True)
+            executor = FluidExecutor(cpus_per_trial=1.0, resize_requests=True)
+            fluid_s, fluid = _timed(trainable, args.trials, storage_path=storage,
+                                    scheduler=executor)
+            gc.collect()
+            peak.append(_peak_rss_mb())
+            now.append(_rss_mb())
     finally:
-        ray.shutdown()
         shutil.rmtree(storage, ignore_errors=True)
     fluid_done = sum(t.status == "TERMINATED" for t in fluid.trials)
     stages = ("start", "after_tune", "after_fluid")

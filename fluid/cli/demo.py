@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from fluid.cli import ray_instance
+from fluid.cli.bench_e2e import mark_elastic, one_gpu_each
 from fluid.core.checks import check_number
 
 GPUS = 4
@@ -35,12 +37,6 @@ def demo_trainable(config: dict) -> None:
     from fluid.train.modeled import modeled_trainable
 
     modeled_trainable({**config, "alpha": ALPHA, "beta": BETA, "quality": config["t1"] / max(T1)})
-
-
-def _mark_elastic() -> None:
-    from fluid.tune import ElasticTrainable
-
-    demo_trainable.__mixins__ = (ElasticTrainable,)
 
 
 def register(subparsers: Any) -> None:
@@ -83,44 +79,36 @@ class _PlanPrinter(logging.Handler):
 def run(args: argparse.Namespace) -> int:
     """Run the demo job; returns the exit code."""
     check_number("--gpus", args.gpus, 1)
-    import ray
     from ray import tune
 
     from fluid import FluidExecutor
 
-    _mark_elastic()
+    mark_elastic(demo_trainable)
 
     print(f"Fluid demo: {len(T1)} trials (grid search), {ITERS} iterations each, on "
           f"{args.gpus} logical GPUs.")
     print("Per-iteration time on one GPU:", ", ".join(f"{t:g}s" for t in T1))
     print("Starting a local Ray instance ...", flush=True)
-    ray.init(address="local", num_cpus=2, num_gpus=args.gpus, include_dashboard=False,
-             log_to_driver=False, logging_level=logging.WARNING)
-    # verbose=True: the plan lines are printed although Tune itself is quiet (verbose=0).
-    executor = FluidExecutor(alpha=ALPHA, beta=BETA, cpus_per_trial=0.1, cpus_per_worker=0.05,
-                             eps=EPS, verbose=True)
-    t0 = time.monotonic()
-    handler = _PlanPrinter(t0, executor)
-    fluid_log = logging.getLogger("fluid")
-    fluid_log.addHandler(handler)
-    fluid_log.setLevel(logging.INFO)
-    fluid_log.propagate = False
+    with ray_instance(args.gpus):
+        # verbose=True: the plan lines are printed although Tune itself is quiet (verbose=0).
+        executor = FluidExecutor(alpha=ALPHA, beta=BETA, cpus_per_trial=0.1,
+                                 cpus_per_worker=0.05, eps=EPS, verbose=True)
+        t0 = time.monotonic()
+        handler = _PlanPrinter(t0, executor)
+        fluid_log = logging.getLogger("fluid")
+        fluid_log.addHandler(handler)
+        fluid_log.setLevel(logging.INFO)
+        fluid_log.propagate = False
 
-    print("Fluid's plan as it changes:")
-    try:
-        results, elapsed = _fit(tune, demo_trainable, executor)
-        fluid_log.removeHandler(handler)
-        print(f"Fluid: done in {elapsed:.1f}s. Now plain Tune on the same job (one trial per "
-              "GPU, FIFO) ...", flush=True)
-
-        def plain_trainable(config: dict) -> None:  # with_resources marks the function itself
-            demo_trainable(config)
-
-        _, plain_s = _fit(tune, tune.with_resources(plain_trainable, {"cpu": 0.1, "gpu": 1}),
-                          None)
-    finally:
-        fluid_log.removeHandler(handler)
-        ray.shutdown()
+        print("Fluid's plan as it changes:")
+        try:
+            results, elapsed = _fit(tune, demo_trainable, executor)
+            fluid_log.removeHandler(handler)
+            print(f"Fluid: done in {elapsed:.1f}s. Now plain Tune on the same job (one trial per "
+                  "GPU, FIFO) ...", flush=True)
+            _, plain_s = _fit(tune, one_gpu_each(demo_trainable), None)
+        finally:
+            fluid_log.removeHandler(handler)
     _report(results, executor, t0, elapsed, plain_s, args.gpus)
     return 0
 

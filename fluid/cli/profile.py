@@ -9,7 +9,8 @@ import os
 import sys
 from typing import Any
 
-from fluid.cli import print_json
+from fluid.cli import print_json, ray_instance
+from fluid.core.checks import check_number
 
 
 def register(subparsers: Any) -> None:
@@ -49,45 +50,27 @@ def _import(path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Profile and print; returns the exit code."""
-    from fluid.cli import error
-    from fluid.core.checks import check_number
-
     try:
-        try:
-            config = json.loads(args.config)
-        except ValueError as e:
-            raise ValueError(f"--config must be a JSON object, got {args.config!r} ({e})") from None
-        if not isinstance(config, dict):
-            raise ValueError(f"--config must be a JSON object, got {args.config!r}")
-        for name, value, low in (("--iterations", args.iterations, 2),
-                                 ("--max-pack", args.max_pack, 1),
-                                 ("--max-workers", args.max_workers, 1), ("--gpus", args.gpus, 1)):
-            check_number(name, value, low, integer=True)
-        if args.max_workers > args.gpus and not args.address:
-            raise ValueError(f"--max-workers must be <= --gpus ({args.gpus}), "
-                             f"got {args.max_workers}")
-        trainable = _import(args.trainable)
+        config = json.loads(args.config)
     except ValueError as e:
-        return error(str(e))
-    import ray
-
+        raise ValueError(f"--config must be a JSON object, got {args.config!r} ({e})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"--config must be a JSON object, got {args.config!r}")
+    for name, value, low in (("--iterations", args.iterations, 2),
+                             ("--max-pack", args.max_pack, 1),
+                             ("--max-workers", args.max_workers, 1), ("--gpus", args.gpus, 1)):
+        check_number(name, value, low, integer=True)
+    if args.max_workers > args.gpus and not args.address:
+        raise ValueError(f"--max-workers must be <= --gpus ({args.gpus}), got {args.max_workers}")
+    trainable = _import(args.trainable)
     from fluid.tune.profiler import DEFAULT_CACHE, profile
 
-    if args.address:
-        ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
-    else:
-        ray.init(address="local", num_cpus=2, num_gpus=args.gpus, include_dashboard=False,
-                 log_to_driver=False)
-    try:
+    with ray_instance(args.gpus, address=args.address, quiet=False):
         prof = profile(
             trainable, config, iterations=args.iterations, max_pack=args.max_pack,
             max_workers=args.max_workers, cache=args.cache or DEFAULT_CACHE,
             refresh=args.refresh, progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
-    except ValueError as e:
-        return error(str(e))
-    finally:
-        ray.shutdown()
     if args.json:
         print_json(prof.to_json())
         return 0
