@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from fluid.cli.simulate import cell
 from fluid.sim.stats import summarize
 
 SIM = ("--seeds", "10", "--json", "--no-progress")
@@ -19,6 +20,13 @@ SCORE = "--baselines tune,tune_tuned,fluid_one_gpu --seeds 10 --json"
 FIGURE7 = [(w, a) for w in ("cifar10", "wlm", "dcgan")
            for a in ("syncbohb", "hyperband", "bohb", "asha", "pbt")]
 PRESET_ALGS = ("syncbohb", "hyperband", "bohb", "asha")
+#: The scoreboard's other cells: (result name, label, algorithm, workload, extra options, GPUs).
+PRESETS = ([(f"cifar10-{a}-{n}gpus", f"cifar10 {a}, {n} GPUs", a, "cifar10", (), n)
+            for n in (4, 16) for a in PRESET_ALGS]
+           + [(f"cifar10-{a}-{g}", f"cifar10 {a}, {g}", a, "cifar10", ("--gpu", g), 8)
+              for g in ("a100", "h100") for a in PRESET_ALGS]
+           + [(f"{w}-{a}-h100", f"{w} {a}, h100", a, w, ("--gpu", "h100"), 8)
+              for w in ("wlm", "dcgan") for a in ("syncbohb", "hyperband")])
 
 
 def _sim(name: str, alg: str, work: str, *extra: str, gpus: int = 8,
@@ -29,12 +37,8 @@ def _sim(name: str, alg: str, work: str, *extra: str, gpus: int = 8,
 
 def _benchmarks() -> dict[str, tuple[str, ...]]:
     cells = [_sim(f"fig7-{w}-{a}", a, w, *SCOREBOARD) for w, a in FIGURE7]
-    cells += [_sim(f"cifar10-{a}-{n}gpus", a, "cifar10", *SCOREBOARD, gpus=n)
-              for n in (4, 16) for a in PRESET_ALGS]
-    cells += [_sim(f"cifar10-{a}-{g}", a, "cifar10", *SCOREBOARD, "--gpu", g)
-              for g in ("a100", "h100") for a in PRESET_ALGS]
-    cells += [_sim(f"{w}-{a}-h100", a, w, *SCOREBOARD, "--gpu", "h100")
-              for w in ("wlm", "dcgan") for a in ("syncbohb", "hyperband")]
+    cells += [_sim(name, a, w, *SCOREBOARD, *extra, gpus=n)
+              for name, _, a, w, extra, n in PRESETS]
     cells += [_sim(f"ceiling-{a}-{g}", a, "cifar10", "--baselines", "fluid_one_gpu", "--gpu", g,
                    gpus=16) for g in ("h100", "a100") for a in PRESET_ALGS]
     cells += [_sim(f"noprofile-{a}-{g}", a, "cifar10", "--baselines", "tune,fluid_one_gpu",
@@ -83,13 +87,6 @@ class Results:
         if missing:
             lines.append("Not run yet: " + ", ".join(missing) + ".")
         return lines
-
-
-def cell(value: float | None, ci: list[float] | None) -> str:
-    """``1.22x [0.95, 1.60]`` (``-``: no value)."""
-    if value is None:
-        return "-"
-    return f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
 def median_time(out: dict[str, Any], executor: str) -> str:
@@ -144,12 +141,7 @@ def _score_row(label: str, out: dict | None) -> list[str]:
 def figure7(res: Results) -> list[str]:
     """Figure 7 and the other presets: the scoreboard of each cell."""
     names = [f"fig7-{w}-{a}" for w, a in FIGURE7]
-    presets = ([(f"cifar10-{a}-{n}gpus", f"cifar10 {a}, {n} GPUs") for n in (4, 16)
-                for a in PRESET_ALGS]
-               + [(f"cifar10-{a}-{g}", f"cifar10 {a}, {g}") for g in ("a100", "h100")
-                  for a in PRESET_ALGS]
-               + [(f"{w}-{a}-h100", f"{w} {a}, h100") for w in ("wlm", "dcgan")
-                  for a in ("syncbohb", "hyperband")])
+    presets = [(name, label) for name, label, *_ in PRESETS]
     return [
         "## Time to target in the simulator", "",
         "Columns: medians over seeds of the time to target under plain Tune (`tune`), plain "

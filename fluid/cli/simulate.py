@@ -83,22 +83,21 @@ class Progress:
 
     def __call__(self, label: str) -> None:
         """Announce the next unit of work (``label``)."""
-        if not self.enabled:
-            return
-        filled = int(self.width * self.done / self.total)
-        bar = "#" * filled + "." * (self.width - filled)
-        elapsed = time.perf_counter() - self.t0
-        sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {label[:48]:<48} ({elapsed:.0f} s)")
-        sys.stderr.flush()
-        self.done += 1
+        if self.enabled:
+            self._draw(self.done, label)
+            self.done += 1
 
     def close(self) -> None:
         """End the line."""
         if self.enabled:
-            elapsed = time.perf_counter() - self.t0
-            bar = "#" * self.width
-            sys.stderr.write(f"\r[{bar}] {self.total}/{self.total} done{'':<44} ({elapsed:.0f} s)\n")
-            sys.stderr.flush()
+            self._draw(self.total, "done", "\n")
+
+    def _draw(self, done: int, label: str, end: str = "") -> None:
+        filled = int(self.width * done / self.total)
+        bar = "#" * filled + "." * (self.width - filled)
+        elapsed = time.perf_counter() - self.t0
+        sys.stderr.write(f"\r[{bar}] {done}/{self.total} {label[:48]:<48} ({elapsed:.0f} s){end}")
+        sys.stderr.flush()
 
 
 def quiet_logs() -> None:
@@ -128,6 +127,13 @@ def _fmt(x: float | None, digits: int = 0) -> str:
     if x is None:
         return "-"
     return f"{x:,.{digits}f}"
+
+
+def cell(value: float | None, ci: list[float] | None) -> str:
+    """``1.22x [0.95, 1.60]`` (``-``: no value)."""
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
 def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
@@ -174,12 +180,8 @@ def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
                 "fluid_one_gpu_vs_tune", "tune_tuned_vs_tune", "lower_bound_vs_tune"):
         if st["speedup"].get(key) is None and st["speedup"].get(f"{key}_makespan") is None:
             continue  # an executor that was not run, or no seed with both values
-        row = [key]
-        for k in (key, f"{key}_makespan"):
-            v, ci = st["speedup"].get(k), st["speedup_ci95"].get(k)
-            row.append("-" if v is None else f"{v:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]"
-                                                             if ci else ""))
-        rows.append(row)
+        rows.append([key, *(cell(st["speedup"].get(k), st["speedup_ci95"].get(k))
+                            for k in (key, f"{key}_makespan"))])
     print(text_table(["speedup", "time to target", "makespan"], rows), file=out)
     fl = comp.per_trial("resizes").get("fluid")
     if fl is not None:
@@ -253,23 +255,21 @@ def run(args: argparse.Namespace) -> int:
 
     gpus = args.gpus or 8
     executors = parse_baselines(args.baselines)
+    bar = Progress(args.seeds * len(executors), not args.no_progress)
     if args.replay:
         from fluid.sim.replay import replay
 
-        bar = Progress(args.seeds * len(executors), not args.no_progress)
         comp, workload = replay(args.replay, gpus, metric=args.metric, mode=args.mode,
                                 target=args.target, alpha=args.alpha, beta=args.beta,
                                 seeds=args.seeds, progress=bar, profile=not args.no_profile,
                                 executors=executors)
-        bar.close()
     else:
         if not args.algorithm or not args.workload:
             raise ValueError("give --algorithm and --workload (or --replay DIR, or --paper)")
         workload = _workload(args)
-        bar = Progress(args.seeds * len(executors), not args.no_progress)
         comp = compare(args.algorithm, workload, gpus, args.seeds, executors,
                        samples=args.samples, profile=not args.no_profile, progress=bar)
-        bar.close()
+    bar.close()
     if args.json:
         print_json(comp.to_json())
     else:
