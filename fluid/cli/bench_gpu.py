@@ -127,18 +127,6 @@ def mps_processes_left() -> int:
     return count
 
 
-def _tuning(smoke: bool, alpha: float | None, log: Callable[[str], None]) -> dict[str, Any]:
-    from fluid.cli.bench_gpu_tuning import GPU_JOB, SMOKE_JOB, tuning
-
-    with ray_instance(1, 2 if smoke else max(2, os.cpu_count() or 2)):
-        return tuning(SMOKE_JOB if smoke else GPU_JOB, alpha, log)
-
-
-def _summary(gpu: tuple[str, float], args: argparse.Namespace) -> dict[str, Any]:
-    return {"gpu": gpu[0], "gpu_fp32_peak_tflops": gpu[1], "smoke": args.smoke,
-            "command": " ".join(["fluid", *sys.argv[1:]])}
-
-
 def _print_table(summary: dict[str, Any]) -> None:
     print(f"fluid bench gpu on {summary['gpu']} ({summary['wall_s']:.0f} s)")
     for p in summary.get("packing", {}).get("points", []):
@@ -167,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(f"[{time.monotonic() - t0:5.0f} s] {line}", file=sys.stderr, flush=True)
 
-    summary = _summary(gpu, args)
+    summary = {"gpu": gpu[0], "gpu_fp32_peak_tflops": gpu[1], "smoke": args.smoke,
+               "command": " ".join(["fluid", *sys.argv[1:]])}
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -178,10 +167,12 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:  # written at once: a run stopped during tuning keeps them
             (out / "packing.json").write_text(json.dumps(summary["packing"], indent=1) + "\n")
     if "tuning" in parts:
-        from fluid.cli.bench_gpu_tuning import GPU_JOB, SMOKE_JOB
+        from fluid.cli.bench_gpu_tuning import GPU_JOB, SMOKE_JOB, tuning
 
-        batch = (SMOKE_JOB if args.smoke else GPU_JOB).batch
-        summary["tuning"] = _tuning(args.smoke, packing_alpha(points, batch), log)
+        job = SMOKE_JOB if args.smoke else GPU_JOB
+        alpha = packing_alpha(points, job.batch)
+        with ray_instance(1, 2 if args.smoke else max(2, os.cpu_count() or 2)):
+            summary["tuning"] = tuning(job, alpha, log)
     summary["mps_processes_left"] = mps_processes_left()
     summary["wall_s"] = time.monotonic() - t0
     if out is not None:

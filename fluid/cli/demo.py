@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -163,8 +165,6 @@ def _fit(tune: Any, trainable: Any, scheduler: Any) -> tuple[Any, float]:
 
 def _plot(rows: list[dict[str, Any]], elapsed: float, gpus: int) -> None:
     """The timeline of every trial's shape as a PNG (``fluid report``'s shapes plot)."""
-    import os
-
     try:
         from fluid.report import plot_shapes
 
@@ -178,7 +178,4 @@ def _plot(rows: list[dict[str, Any]], elapsed: float, gpus: int) -> None:
 
 
 def _results_dir() -> str:
-    import os
-    import tempfile
-
     return os.path.join(tempfile.gettempdir(), "fluid-demo")

@@ -19,7 +19,6 @@ first use, with the Agg backend. Every PNG carries its series in its text metada
 without image analysis (:func:`png_text` reads them back and checks the file is a valid PNG).
 """
 
-from fluid.report._errors import ReportError
 from fluid.report._plots import (
     Plot,
     gpu_use,
@@ -30,7 +29,7 @@ from fluid.report._plots import (
     write_report,
 )
 from fluid.report._runs import load_runs, png_text, run_labels
-from fluid.report._tune import is_tune_experiment, load_tune_experiment
+from fluid.report._tune import ReportError, is_tune_experiment, load_tune_experiment
 
 __all__ = [
     "Plot",

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from fluid.report._errors import ReportError
 from fluid.report._runs import load_runs, run_labels
+from fluid.report._tune import ReportError
 
 TIME_LABEL = "wall-clock time since the run started (s)"
 #: Colours of shapes: packed, one GPU, then gangs of 2, 3, ... GPUs (cycled).

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fluid.report._errors import ReportError
-from fluid.report._tune import is_tune_experiment, load_tune_experiment
+from fluid.report._tune import ReportError, is_tune_experiment, load_tune_experiment
 
 RUN_FILE = "run.json"
 

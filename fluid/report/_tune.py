@@ -25,11 +25,13 @@ import pickletools
 from pathlib import Path
 from typing import Any
 
-from fluid.report._errors import ReportError
-
 RESULT_FILE = "result.json"
 STATE_GLOB = "experiment_state-*.json"
 FLUID_STATE = "fluid_state.json"
+
+
+class ReportError(ValueError):
+    """A run directory or record cannot be plotted; the message says why."""
 
 
 def is_tune_experiment(path: str | Path) -> bool:
