@@ -109,53 +109,31 @@ def time_policy(count: int, gpus: int, repeat: int, seed: int) -> PolicyTiming:
         dplan = dynamic_fluid(running, waiting, pool, config)
         dynamic_times.append((time.perf_counter() - t0) * 1000)
         resized = len(dplan.resized)
-    return PolicyTiming(
-        trials=count,
-        gpus=gpus,
-        static_ms=statistics.median(static_times),
-        static_first_ms=static_times[0],
-        dynamic_ms=statistics.median(dynamic_times),
-        started=len(started),
-        resized=resized,
-    )
+    return PolicyTiming(trials=count, gpus=gpus, static_ms=statistics.median(static_times),
+                        static_first_ms=static_times[0],
+                        dynamic_ms=statistics.median(dynamic_times), started=len(started),
+                        resized=resized)
 
 
 def run_policy(args: argparse.Namespace) -> int:
     """``fluid bench policy``: print the timing table (or ``--json``); 0 on success."""
     check_number("--repeat", args.repeat, 1)
-    results = [
-        time_policy(count, gpus, args.repeat, args.seed)
-        for count in TRIAL_COUNTS
-        for gpus in GPU_COUNTS
-    ]
+    results = [time_policy(count, gpus, args.repeat, args.seed)
+               for count in TRIAL_COUNTS for gpus in GPU_COUNTS]
     if args.json:
         print_json([asdict(r) for r in results])
         return 0
-    print(
-        f"fluid bench policy: median of {args.repeat} runs in ms (seed {args.seed}; h_i1 "
-        f"log-uniform in [{RUNTIME_RANGE[0]:g}, {RUNTIME_RANGE[1]:g}] s, alpha U{list(ALPHA_RANGE)},"
-        f" beta U{list(BETA_RANGE)}, c and d from the overheads, eps = 0)"
-    )
+    print(f"fluid bench policy: median of {args.repeat} runs in ms (seed {args.seed}; h_i1 "
+          f"log-uniform in [{RUNTIME_RANGE[0]:g}, {RUNTIME_RANGE[1]:g}] s, alpha "
+          f"U{list(ALPHA_RANGE)}, beta U{list(BETA_RANGE)}, c and d from the overheads, eps = 0)")
     headers = ["trials", "GPUs", "StaticFluid", "(first run)", "DynamicFluid", "started", "resized"]
-    rows = [
-        [
-            f"{r.trials:,}",
-            str(r.gpus),
-            f"{r.static_ms:.3f}",
-            f"{r.static_first_ms:.3f}",
-            f"{r.dynamic_ms:.3f}",
-            str(r.started),
-            str(r.resized),
-        ]
-        for r in results
-    ]
+    rows = [[f"{r.trials:,}", str(r.gpus), f"{r.static_ms:.3f}", f"{r.static_first_ms:.3f}",
+             f"{r.dynamic_ms:.3f}", str(r.started), str(r.resized)] for r in results]
     print(text_table(headers, rows, left=0))
     key = next(r for r in results if (r.trials, r.gpus) == (1000, 512))
     verdict = "ok" if key.static_ms < TARGET_MS else "TOO SLOW"
-    print(
-        f"target: StaticFluid, 1,000 trials on 512 GPUs < {TARGET_MS:g} ms: "
-        f"{key.static_ms:.3f} ms ({verdict})"
-    )
+    print(f"target: StaticFluid, 1,000 trials on 512 GPUs < {TARGET_MS:g} ms: "
+          f"{key.static_ms:.3f} ms ({verdict})")
     return 0
 
 

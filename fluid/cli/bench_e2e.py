@@ -116,8 +116,9 @@ def _run(job: str, executor: str, t1: list[float], iters: int, storage: str) -> 
         trainable, scheduler = one_gpu_each(bench_trainable), base
     wall0, t0 = time.time(), time.monotonic()
     analysis = tune.run(
-        trainable, config={"t1": tune.grid_search(t1), "iters": iters}, scheduler=scheduler, metric="score", mode="max",
-        stop={"training_iteration": iters}, storage_path=storage, verbose=0,
+        trainable, config={"t1": tune.grid_search(t1), "iters": iters}, scheduler=scheduler,
+        metric="score", mode="max", stop={"training_iteration": iters}, storage_path=storage,
+        verbose=0,
     )
     makespan = time.monotonic() - t0
     out: dict[str, Any] = {"makespan": makespan, "trials": len(analysis.trials),

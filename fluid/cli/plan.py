@@ -80,14 +80,8 @@ def plan_instance(instance: Instance) -> PlanResult:
     placement: dict[int, list[tuple[str, float]]] = {g: [] for g in plan.pool.gpu_ids}
     placement.update(plan.pool.placement())
     schedules = {p: simulate_group(trials, n, config, p) for p in POLICIES}
-    return PlanResult(
-        instance=instance,
-        plan=plan,
-        placement=placement,
-        schedules=schedules,
-        lower_bound=lower_bound(trials, n, config),
-        best_found=best_found(trials, n, config),
-    )
+    return PlanResult(instance, plan, placement, schedules,
+                      lower_bound(trials, n, config), best_found(trials, n, config))
 
 
 # -- the readable table ----------------------------------------------------------------------
@@ -125,21 +119,10 @@ def render(result: PlanResult, title: str) -> str:
     for g, items in result.placement.items():
         for tid, _ in items:
             where[tid] = (*where.get(tid, ()), g)
-    rows = [
-        [
-            t.id,
-            _num(t.runtime),
-            _num(t.alpha),
-            _num(t.beta),
-            str(cfg.c_of(t)),
-            str(cfg.d_of(t, inst.gpus)),
-            _width(result.plan.widths[t.id]),
-            _gpus(where.get(t.id, ())),
-            _num(start.get(t.id)),
-            _num(dyn.finish.get(t.id)),
-        ]
-        for t in inst.trials
-    ]
+    rows = [[t.id, _num(t.runtime), _num(t.alpha), _num(t.beta), str(cfg.c_of(t)),
+             str(cfg.d_of(t, inst.gpus)), _width(result.plan.widths[t.id]),
+             _gpus(where.get(t.id, ())), _num(start.get(t.id)), _num(dyn.finish.get(t.id))]
+            for t in inst.trials]
     headers = ["trial", "h_i1 s", "alpha", "beta", "c_i", "d_i", "width", "GPUs", "start", "finish"]
     eps = f", eps = {cfg.eps:g} s" if cfg.eps else ""
     mem = f", {cfg.gpu_memory:g} GB each" if cfg.gpu_memory is not None else ""
