@@ -22,7 +22,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 from fluid import __version__
@@ -127,6 +127,16 @@ def print_json(obj: Any) -> None:
     out = _json_out if _json_out is not None else sys.stdout
     out.write(json.dumps(obj) + "\n")
     out.flush()
+
+
+def print_result(args: argparse.Namespace, obj: Any, show: Callable[[], object]) -> int:
+    """``obj`` as JSON with ``--json`` (``print_json``), else ``show()`` prints it for people;
+    returns 0, the exit code."""
+    if args.json:
+        print_json(obj)
+    else:
+        show()
+    return 0
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1,

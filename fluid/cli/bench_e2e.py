@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from fluid.cli import print_json, ray_instance
+from fluid.cli import print_result, ray_instance
 from fluid.core.checks import check_number
 
 ALPHA = 1.25  # packing overhead of the modeled trials (Fluid is told it, as if profiled)
@@ -236,8 +236,4 @@ def run(args: argparse.Namespace) -> int:
     out = {"tune": grid["tune"], "fluid": grid["fluid"], "speedup": grid["speedup"],
            "simulated_speedup": grid["simulated_speedup"], "jobs": jobs,
            "trials": len(t1), "iterations": iters, "gpus": gpus, "load": args.load}
-    if args.json:
-        print_json(out)
-    else:
-        _print_table(jobs, t1, iters, gpus, args.load)
-    return 0
+    return print_result(args, out, lambda: _print_table(jobs, t1, iters, gpus, args.load))

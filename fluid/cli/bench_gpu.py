@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fluid.cli import print_json, ray_instance
+from fluid.cli import print_result, ray_instance
 from fluid.core.checks import check_number
 
 PARTS = ("packing", "tuning")
@@ -178,9 +178,5 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
         log(f"wrote {out}/summary.json")
-    if args.json:
-        print_json(summary)
-    else:
-        _print_table(summary)
-    return 0
+    return print_result(args, summary, lambda: _print_table(summary))
 

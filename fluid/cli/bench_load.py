@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from fluid.cli import print_json, ray_instance
+from fluid.cli import print_result, ray_instance
 from fluid.core.checks import check_number
 
 
@@ -122,14 +122,10 @@ def run(args: argparse.Namespace) -> int:
         "driver_peak_rss_mb": dict(zip(stages, peak, strict=True)),
         "driver_rss_mb": dict(zip(stages, now, strict=True)),
     }
-    if args.json:
-        print_json(out)
-    else:
-        _print_figures(out, peak, now)
-    return 0
+    return print_result(args, out, lambda: _print_figures(out))
 
 
-def _print_figures(out: dict[str, Any], peak: list[float], now: list[float]) -> None:
+def _print_figures(out: dict[str, Any]) -> None:
     plain_s, fluid = out["tune"]["wall_clock"], out["fluid"]
     print(f"{out['trials']} zero-work trials on {out['gpus']} logical GPUs, {out['cpus']} at once")
     print(f"  plain Tune: {plain_s:8.1f} s  ({out['tune']['completed']} completed)")
@@ -137,6 +133,7 @@ def _print_figures(out: dict[str, Any], peak: list[float], now: list[float]) -> 
           f"{fluid['hook_seconds']:.2f} s in Fluid's hooks "
           f"({fluid['hook_ms_per_trial']:.2f} ms per trial), {fluid['resizes']} resizes; "
           f"{fluid['vs_tune']:.2f} x plain Tune's wall clock")
-    for label, mb in (("peak RSS", peak), ("RSS", now)):
+    for label, key in (("peak RSS", "driver_peak_rss_mb"), ("RSS", "driver_rss_mb")):
+        mb = list(out[key].values())
         print(f"  driver {label}: {mb[0]:.0f} MB at start, {mb[1]:.0f} MB after plain Tune, "
               f"{mb[2]:.0f} MB after Fluid")

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fluid.cli import print_json, text_table
+from fluid.cli import print_result, text_table
 from fluid.core.bounds import best_found, lower_bound
 from fluid.core.groupsim import POLICIES, GroupSchedule, simulate_group
 from fluid.core.instance import Instance, figure5, load_instance
@@ -167,11 +167,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         instance, title = load_instance(args.instance), str(args.instance)
     result = plan_instance(instance)
-    if args.json:
-        print_json(result.to_json())
-    else:
-        print(render(result, title))
-    return 0
+    return print_result(args, result.to_json(), lambda: print(render(result, title)))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from fluid.algorithms import ALGORITHMS
-from fluid.cli import print_json, text_table
+from fluid.cli import print_json, print_result, text_table
 from fluid.core.checks import check_number
 
 WORKLOADS = ("cifar10", "wlm", "dcgan", "synthetic")
@@ -241,11 +241,7 @@ def run(args: argparse.Namespace) -> int:
         from fluid.sim.validate import render, validate
 
         result = validate(references=args.references)
-        if args.json:
-            print_json(result)
-        else:
-            print(render(result))
-        return 0
+        return print_result(args, result, lambda: print(render(result)))
     if args.paper:
         path = write_paper(args.out, seeds=args.seeds, quick=args.quick,
                            progress_enabled=not args.no_progress)
