@@ -91,8 +91,7 @@ class Results:
 
 def median_time(out: dict[str, Any], executor: str) -> str:
     """Median time to target of ``executor`` over seeds, in simulated seconds."""
-    times = [r["time_to_target"] for r in out["results"]
-             if r["executor"] == executor and r["time_to_target"] is not None]
+    times = list(per_seed_times(out, executor).values())
     return f"{statistics.median(times):,.0f}" if times else "-"
 
 

@@ -136,6 +136,13 @@ def cell(value: float | None, ci: list[float] | None) -> str:
     return f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def _spread(runs: list[Any], what: str) -> str:
+    """``median [min, max]`` of the field ``what`` over ``runs`` (``-``: no value)."""
+    vals = [getattr(r, what) for r in runs if getattr(r, what) is not None]
+    f = "{:.0%}".format if what == "gpu_utilization" else _fmt
+    return f"{f(statistics.median(vals))} [{f(min(vals))}, {f(max(vals))}]" if vals else "-"
+
+
 def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
     """The human-readable report of a ``Comparison`` (on ``out``, default stdout)."""
     out = out or sys.stdout
@@ -146,29 +153,15 @@ def print_comparison(comp: Any, workload: Any, out: Any = None) -> None:
           file=out)
     headers = ["executor", "seed", "time to target s", "makespan s", "GPU-s", "util", "trials",
                "restarts"]
-    rows = []
-    for r in comp.results:
-        rows.append([r.executor, str(r.seed), _fmt(r.time_to_target),
-                     _fmt(r.makespan) + (" (hangs)" if r.stalled else ""), _fmt(r.gpu_seconds),
-                     "-" if r.gpu_utilization is None else f"{r.gpu_utilization:.0%}",
-                     str(r.trials), str(r.restarts)])
+    rows = [[r.executor, str(r.seed), _fmt(r.time_to_target),
+             _fmt(r.makespan) + (" (hangs)" if r.stalled else ""), _fmt(r.gpu_seconds),
+             "-" if r.gpu_utilization is None else f"{r.gpu_utilization:.0%}", str(r.trials),
+             str(r.restarts)] for r in comp.results]
     print(text_table(headers, rows), file=out)
     print("\nmedian over seeds [min, max]:", file=out)
-    rows = []
-    for ex in (*EXECUTORS, LOWER_BOUND):
-        rs = comp.of(ex)
-        if not rs:
-            continue
-        row = [ex]
-        for what in ("time_to_target", "makespan", "gpu_seconds", "gpu_utilization"):
-            vals = [getattr(r, what) for r in rs if getattr(r, what) is not None]
-            if not vals:
-                row.append("-")
-                continue
-            pct = what == "gpu_utilization"
-            f = (lambda v: f"{v:.0%}") if pct else (lambda v: _fmt(v))  # noqa: E731
-            row.append(f"{f(statistics.median(vals))} [{f(min(vals))}, {f(max(vals))}]")
-        rows.append(row)
+    rows = [[ex, *(_spread(comp.of(ex), what) for what in ("time_to_target", "makespan",
+                                                             "gpu_seconds", "gpu_utilization"))]
+            for ex in (*EXECUTORS, LOWER_BOUND) if comp.of(ex)]
     print(text_table(["executor", "time to target s", "makespan s", "GPU-s", "util"], rows),
           file=out)
     st = comp.speedup_stats()

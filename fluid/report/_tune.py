@@ -150,8 +150,6 @@ def _row_times(segment: list[dict[str, Any]]) -> list[float] | None:
 
 def _fluid_trials(root: Path) -> dict[str, Any]:
     """FluidExecutor's saved measurements by trial id (``fluid_state.json``; none: ``{}``)."""
-    if not (root / FLUID_STATE).is_file():
-        return {}
     try:
         return json.loads((root / FLUID_STATE).read_text()).get("trials", {})
     except (OSError, ValueError, AttributeError):
@@ -223,15 +221,13 @@ def load_tune_experiment(
             "status": info.get("status") or ("TERMINATED" if rows[-1].get("done") else "?"),
             "resizes": (fluid_state.get(tid) or {}).get("resizes"),
             "metrics": metrics, "shapes": shapes,
-            "_start": min(m["t"] for m in metrics),
         })
     if not trials:
         raise ReportError(f"{path}: no trial results (*/{RESULT_FILE}); is it a Ray Tune "
                           "experiment directory?")
     if t0 is None:
-        t0 = min(t["_start"] for t in trials)
+        t0 = min(m["t"] for t in trials for m in t["metrics"])
     for trial in trials:
-        del trial["_start"]
         for m in trial["metrics"]:
             m["t"] -= t0
         for s in trial["shapes"]:
