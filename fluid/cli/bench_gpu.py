@@ -58,8 +58,7 @@ def register(subparsers: Any) -> None:
 
 def _parts(text: str) -> tuple[str, ...]:
     parts = tuple(p.strip() for p in text.split(",") if p.strip())
-    bad = [p for p in parts if p not in PARTS]
-    if bad or not parts:
+    if not parts or not set(parts) <= set(PARTS):
         raise ValueError(f"--parts must be among {list(PARTS)}, got {text!r}")
     return parts
 

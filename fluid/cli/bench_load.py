@@ -50,29 +50,21 @@ def zero_work(config: dict) -> None:
     tune.report({"done_work": 1})
 
 
-def _peak_rss_mb() -> float:
-    # ru_maxrss is in KiB on Linux: the driver's peak resident memory so far.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _rss_mb() -> float:
-    """The driver's resident memory now, MB (psutil comes with Ray)."""
+def _memory_mb() -> tuple[float, float]:
+    """The driver's peak resident memory so far and its resident memory now, MB (``ru_maxrss``
+    is in KiB on Linux; psutil comes with Ray)."""
     import psutil
 
-    return psutil.Process().memory_info().rss / 2**20
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            psutil.Process().memory_info().rss / 2**20)
 
 
 def _timed(trainable: Any, trials: int, **kwargs: Any) -> tuple[float, Any]:
     from ray import tune
 
     t0 = time.monotonic()
-    analysis = tune.run(
-        trainable,
-        config={"i": tune.grid_search(list(range(trials)))},
-        verbose=0,
-        raise_on_failed_trial=False,
-        **kwargs,
-    )
+    analysis = tune.run(trainable, config={"i": tune.grid_search(list(range(trials)))},
+                        verbose=0, raise_on_failed_trial=False, **kwargs)
     return time.monotonic() - t0, analysis
 
 
@@ -87,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from fluid import FluidExecutor
 
     storage = tempfile.mkdtemp(prefix="fluid-bench-load-")
-    peak, now = [_peak_rss_mb()], [_rss_mb()]
+    memory = [_memory_mb()]  # at the start, after plain Tune, after Fluid
     trainable = tune.with_resources(zero_work, {"cpu": 1, "gpu": 1})
     try:
         with ray_instance(args.gpus, args.cpus, quiet=False):
@@ -98,19 +90,18 @@ def run(args: argparse.Namespace) -> int:
             # two experiments, so that the Fluid run is not charged for keeping two alive.
             del plain
             gc.collect()
-            peak.append(_peak_rss_mb())
-            now.append(_rss_mb())
+            memory.append(_memory_mb())
             print(f"Fluid: {args.trials} trials ...", file=sys.stderr, flush=True)
             executor = FluidExecutor(cpus_per_trial=1.0, resize_requests=True)
             fluid_s, fluid = _timed(trainable, args.trials, storage_path=storage,
                                     scheduler=executor)
             gc.collect()
-            peak.append(_peak_rss_mb())
-            now.append(_rss_mb())
+            memory.append(_memory_mb())
     finally:
         shutil.rmtree(storage, ignore_errors=True)
     fluid_done = sum(t.status == "TERMINATED" for t in fluid.trials)
     stages = ("start", "after_tune", "after_fluid")
+    peak, now = zip(*memory, strict=True)
     out = {
         "trials": args.trials, "gpus": args.gpus, "cpus": args.cpus,
         "tune": {"wall_clock": plain_s, "completed": plain_done},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 import textwrap
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -75,9 +76,7 @@ class Results:
         ``names`` ran on, and those not run yet."""
         names = list(dict.fromkeys(names))
         ran = [n for n in names if n in self._records]
-        commits: dict[str, int] = {}
-        for n in ran:
-            commits[self._records[n]["commit"]] = commits.get(self._records[n]["commit"], 0) + 1
+        commits = Counter(self._records[n]["commit"] for n in ran)
         shown = command or (self._records[ran[0]]["command"] if ran
                             else "fluid " + " ".join(BENCHMARKS[names[0]]))
         at = ", ".join(f"`{c}`" + (f" ({k} of {len(names)})" if len(commits) > 1 else "")
