@@ -123,10 +123,8 @@ def _workload(args: argparse.Namespace) -> Any:
     return w
 
 
-def _fmt(x: float | None, digits: int = 0) -> str:
-    if x is None:
-        return "-"
-    return f"{x:,.{digits}f}"
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
 
 
 def cell(value: float | None, ci: list[float] | None) -> str:
