@@ -194,8 +194,7 @@ def tuning(job: TuningJob, alpha: float | None, log: Callable[[str], None]) -> d
     runs = {}
     for executor in ("plain", "fluid"):
         log(f"tuning: {job.trials} trials of {job.model} under {executor} ...")
-        runs[executor] = run_job(job, executor, storage)
-        r = runs[executor]
+        r = runs[executor] = run_job(job, executor, storage)
         log(f"tuning: {executor}: {r['wall_s']:.1f} s, best {METRIC} {r['best_metric']:.3f} "
             f"at lr {r['best_config']['lr']}, target at {r['time_to_target_s']}")
     plain, fluid = runs["plain"], runs["fluid"]
