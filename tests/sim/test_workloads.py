@@ -15,9 +15,8 @@ from fluid.sim.workloads.model_costs import ARCH_KEYS, TABLE, arch_key, profile
 from fluid.sim.workloads.spaces import TASK_SPACES
 
 # The package exports the workload functions under the module names: import the modules.
-cifar_mod = importlib.import_module("fluid.sim.workloads.cifar10")
-wlm_mod = importlib.import_module("fluid.sim.workloads.wlm")
 MODULES = {n: importlib.import_module(f"fluid.sim.workloads.{n}") for n in ("cifar10", "wlm", "dcgan")}
+CIFAR10_DEFAULTS = dict(TASK_SPACES["cifar10"].defaults)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -31,20 +30,21 @@ def test_the_workload_is_its_task_space(name):
 
 def test_the_profile_table_covers_every_architecture_of_the_spaces():
     table = json.loads(TABLE.read_text())
-    for name, mod in MODULES.items():
-        axes = [getattr(mod.SPACE.get(k), "categories", [mod.DEFAULTS[k]]) for k in ARCH_KEYS[name]]
+    for name in MODULES:
+        space, defaults = TASK_SPACES[name].space, TASK_SPACES[name].defaults
+        axes = [getattr(space.get(k), "categories", [defaults[k]]) for k in ARCH_KEYS[name]]
         for combo in itertools.product(*axes):
-            cfg = {**mod.DEFAULTS, **dict(zip(ARCH_KEYS[name], combo, strict=True))}
-            assert arch_key(name, cfg, mod.DEFAULTS) in table
+            cfg = {**defaults, **dict(zip(ARCH_KEYS[name], combo, strict=True))}
+            assert arch_key(name, cfg, defaults) in table
 
 
 def test_an_architecture_outside_the_table_is_a_clear_error():
     with pytest.raises(ValueError, match="no model profile for 'cifar10/num_filters=7"):
-        profile("cifar10", {**cifar_mod.DEFAULTS, "num_filters": 7})
+        profile("cifar10", {**CIFAR10_DEFAULTS, "num_filters": 7})
 
 
 def test_iteration_time_follows_flops_and_the_gpu():
-    cfg = dict(cifar_mod.DEFAULTS)
+    cfg = dict(CIFAR10_DEFAULTS)
     rtx = get_workload("cifar10").trial_model(cfg)
     h100 = get_workload("cifar10", Hardware.preset("h100")).trial_model(cfg)
     small = get_workload("cifar10").trial_model({**cfg, "num_filters": 32, "batch_size": 32})

@@ -9,9 +9,9 @@ A ``Workload`` answers, for any config of its search space:
 plus its metric, mode, target, search space, a grid for grid search and the full budget
 ``max_t`` in iterations.
 
-``task_trial_model`` derives the trial model of the paper's three tasks from the FLOPs,
-parameters and activations counted on their real modules (``profile.py``) and a GPU preset:
-its ``work`` is what the ground truth (``fluid.sim.truth``) runs.
+``task_workload`` builds the paper's three tasks: it derives a config's trial model from the
+FLOPs, parameters and activations counted on their real modules (``profile.py``) and a GPU
+preset: its ``work`` is what the ground truth (``fluid.sim.truth``) runs.
 
 Example:
     >>> from fluid.sim.workloads import get_workload
@@ -38,6 +38,7 @@ from fluid.sim.workloads.hardware import (
     get_interconnect,
 )
 from fluid.sim.workloads.model_costs import ModelProfile, arch_key, profile
+from fluid.sim.workloads.spaces import TaskSpace
 
 
 @dataclass(frozen=True)
@@ -138,36 +139,44 @@ class Hardware:
         return cls(spec, get_interconnect(link or spec.interconnect), perf or PerfParams())
 
 
-def task_trial_model(
-    task: str,
-    config: Mapping[str, Any],
-    hw: Hardware,
-    *,
-    samples_per_iteration: int,
-    batch_size: int,
-    optimizer_slots: int,
-    tokens_per_sample: int = 1,
-    defaults: Mapping[str, Any] | None = None,
-) -> TrialModel:
-    """The trial model of one config of a real task on ``hw`` (``fluid.sim.truth``).
+def task_workload(task: TaskSpace, curve: Callable[[Mapping[str, Any]], Curve],
+                  hardware: Hardware | None, *, optimizer_slots: int, description: str,
+                  per_token: bool = False) -> Workload:
+    """One of the paper's tasks (its ``spaces`` entry and learning ``curve``) on ``hardware``
+    (default: the paper's RTX 6000 + 10 GbE), ``max_t`` 27 iterations.
 
-    ``tokens_per_sample``: the word language model is profiled per token; a sample is a
-    ``bptt``-token window.
+    A config's trial model is derived from the counts of its architecture (``profile.py``)
+    and the GPU preset by the ground truth (``fluid.sim.truth``), with ``optimizer_slots``
+    optimizer states per parameter. ``per_token``: the task is profiled per token and a
+    sample is a ``bptt``-token window (the word language model). ``description`` is completed
+    with the GPU and the link.
     """
-    prof: ModelProfile = profile(task, config, defaults)
-    memory = memory_gb(prof.params, optimizer_slots,
-                       prof.activations_per_sample * tokens_per_sample, batch_size, hw.perf)
-    work = Work(samples_per_iteration, batch_size, prof.flops_per_sample * tokens_per_sample,
-                hw.gpu.fp32_tflops * 1e12, 4.0 * prof.params, hw.link.gbytes_per_s * 1e9,
-                hw.link.latency_s, memory, hw.perf)
-    step = work.step
-    return TrialModel(
-        iteration_time=work.steps() * step.seconds,
-        memory_gb=memory,
-        gpu_share=step.duty,
-        checkpoint_gb=4.0 * prof.params * (1 + optimizer_slots) / 1e9,
-        work=work,
+    hw = hardware or Hardware()
+    defaults = dict(task.defaults)
+
+    def model(c: Mapping[str, Any]) -> TrialModel:
+        tokens, batch = int(c["bptt"]) if per_token else 1, int(c["batch_size"])
+        prof: ModelProfile = profile(task.name, c, defaults)
+        memory = memory_gb(prof.params, optimizer_slots, prof.activations_per_sample * tokens,
+                           batch, hw.perf)
+        work = Work(task.train_samples // tokens, batch, prof.flops_per_sample * tokens,
+                    hw.gpu.fp32_tflops * 1e12, 4.0 * prof.params, hw.link.gbytes_per_s * 1e9,
+                    hw.link.latency_s, memory, hw.perf)
+        return TrialModel(
+            iteration_time=work.steps() * work.step.seconds,
+            memory_gb=memory,
+            gpu_share=work.step.duty,
+            checkpoint_gb=4.0 * prof.params * (1 + optimizer_slots) / 1e9,
+            work=work,
+        )
+
+    return Workload(
+        name=task.name, metric=task.metric, mode=task.mode, target=task.target,
+        space=dict(task.space), grid=dict(task.grid), max_t=27, default_config=dict(defaults),
+        model=model, curve_of=curve, mutations=dict(task.mutations),
+        gpu_memory_gb=hw.gpu.memory_gb,
+        description=f"{description}, {hw.gpu.name}, {hw.link.name}",
     )
 
 
-__all__ = ["Hardware", "TrialModel", "Workload", "arch_key", "task_trial_model"]
+__all__ = ["Hardware", "TrialModel", "Workload", "arch_key", "task_workload"]

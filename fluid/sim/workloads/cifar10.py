@@ -25,13 +25,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fluid.sim.workloads.base import Hardware, TrialModel, Workload, task_trial_model
+from fluid.sim.workloads.base import Hardware, Workload, task_workload
 from fluid.sim.workloads.curves import Curve, log_distance, luck
 from fluid.sim.workloads.spaces import CIFAR10 as TASK
-
-TRAIN_SAMPLES = TASK.train_samples
-MAX_T = 27
-SPACE, DEFAULTS, GRID = dict(TASK.space), dict(TASK.defaults), dict(TASK.grid)
 
 
 def curve(c: Mapping[str, Any]) -> Curve:
@@ -47,18 +43,5 @@ def curve(c: Mapping[str, Any]) -> Curve:
 
 def cifar10(hardware: Hardware | None = None) -> Workload:
     """The CIFAR-10 workload on ``hardware`` (default: the paper's RTX 6000 + 10 GbE)."""
-    hw = hardware or Hardware()
-
-    def model(c: Mapping[str, Any]) -> TrialModel:
-        return task_trial_model("cifar10", c, hw, samples_per_iteration=TRAIN_SAMPLES,
-                                batch_size=int(c["batch_size"]), optimizer_slots=1,
-                                defaults=DEFAULTS)
-
-    return Workload(
-        name=TASK.name, metric=TASK.metric, mode=TASK.mode, target=TASK.target, space=dict(SPACE),
-        grid=dict(GRID), max_t=MAX_T, default_config=dict(DEFAULTS), model=model,
-        curve_of=curve,
-        mutations=dict(TASK.mutations),
-        gpu_memory_gb=hw.gpu.memory_gb,
-        description=f"CIFAR-10 AlexNet, epochs of 50k images, {hw.gpu.name}, {hw.link.name}",
-    )
+    return task_workload(TASK, curve, hardware, optimizer_slots=1,
+                         description="CIFAR-10 AlexNet, epochs of 50k images")

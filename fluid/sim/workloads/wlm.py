@@ -27,13 +27,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fluid.sim.workloads.base import Hardware, TrialModel, Workload, task_trial_model
+from fluid.sim.workloads.base import Hardware, Workload, task_workload
 from fluid.sim.workloads.curves import Curve, log_distance, luck
 from fluid.sim.workloads.spaces import WLM as TASK
 
-TRAIN_TOKENS = TASK.train_samples
-MAX_T = 27
-SPACE, DEFAULTS, GRID = dict(TASK.space), dict(TASK.defaults), dict(TASK.grid)
 _CELL = {"LSTM": 0.0, "GRU": 0.08, "RNN_TANH": 0.45, "RNN_RELU": 0.55}
 _NHID = {650: 0.0, 512: 0.03, 256: 0.12, 128: 0.25}
 _EMSIZE = {650: 0.0, 512: 0.01, 256: 0.04, 128: 0.08}
@@ -56,19 +53,5 @@ def curve(c: Mapping[str, Any]) -> Curve:
 
 def wlm(hardware: Hardware | None = None) -> Workload:
     """The WLM workload on ``hardware`` (default: the paper's RTX 6000 + 10 GbE)."""
-    hw = hardware or Hardware()
-
-    def model(c: Mapping[str, Any]) -> TrialModel:
-        bptt = int(c["bptt"])
-        return task_trial_model("wlm", c, hw, samples_per_iteration=TRAIN_TOKENS // bptt,
-                                batch_size=int(c["batch_size"]), optimizer_slots=0,
-                                tokens_per_sample=bptt, defaults=DEFAULTS)
-
-    return Workload(
-        name=TASK.name, metric=TASK.metric, mode=TASK.mode, target=TASK.target, space=dict(SPACE),
-        grid=dict(GRID), max_t=MAX_T, default_config=dict(DEFAULTS), model=model,
-        curve_of=curve,
-        mutations=dict(TASK.mutations),
-        gpu_memory_gb=hw.gpu.memory_gb,
-        description=f"WikiText-2 RNN LM, epochs of 2.1M tokens, {hw.gpu.name}, {hw.link.name}",
-    )
+    return task_workload(TASK, curve, hardware, optimizer_slots=0, per_token=True,
+                         description="WikiText-2 RNN LM, epochs of 2.1M tokens")
