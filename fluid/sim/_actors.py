@@ -60,7 +60,8 @@ class SimActors:
         self.workload, self.costs = workload, costs
         self.seed, self.time_noise, self.max_pending = seed, time_noise, max_pending
         self.by_trial: dict[Trial, SimActor] = {}
-        self._waiting: list[Trial] = []  # actors requested, resources not placed yet
+        #: Trials whose actors wait for resources (not placed yet), in request order.
+        self.waiting: list[Trial] = []
         self._staged: dict[Trial, None] = {}
         self._placement_dirty = False
         self._tokens = 0
@@ -70,11 +71,6 @@ class SimActors:
         self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
         self._ckpts = 0
         self._tmp = tempfile.mkdtemp(prefix="fluid_sim_")
-
-    @property
-    def waiting(self) -> list[Trial]:
-        """Trials whose actors wait for resources, in request order."""
-        return self._waiting
 
     def track(self, trial: Trial) -> None:
         """Start the simulated state of a trial just added (its noise seeded by its order)."""
@@ -94,7 +90,7 @@ class SimActors:
             worked = True
         candidates, keep = self._trials.pending, []
         while candidates:
-            if len(self._waiting) >= self.max_pending:
+            if len(self.waiting) >= self.max_pending:
                 break
             trial = candidates.pop(0)
             if trial not in self._trials.by_status[Trial.PENDING]:
@@ -115,7 +111,7 @@ class SimActors:
         self._tokens += 1
         pgf = trial.placement_group_factory
         self.by_trial[trial] = SimActor(self._tokens, pgf, width_of(pgf))
-        self._waiting.append(trial)
+        self.waiting.append(trial)
         self._placement_dirty = True
 
     def place_waiting(self) -> bool:
@@ -126,7 +122,7 @@ class SimActors:
         self._placement_dirty = False
         worked, still = False, []
         failed: set[float] = set()  # shapes that did not fit in this pass
-        for trial in self._waiting:
+        for trial in self.waiting:
             actor = self.by_trial.get(trial)
             if actor is None or actor.width is not None:
                 continue
@@ -144,7 +140,7 @@ class SimActors:
             self._events.push(self._events.clock() + self.costs.start(width), START, trial,
                               actor.token)
             worked = True
-        self._waiting = still
+        self.waiting = still
         return worked
 
     def remove(self, trial: Trial) -> None:
@@ -152,8 +148,8 @@ class SimActors:
         actor = self.by_trial.pop(trial, None)
         if actor is None:
             return
-        if trial in self._waiting:
-            self._waiting.remove(trial)
+        if trial in self.waiting:
+            self.waiting.remove(trial)
         self._staged.pop(trial, None)
         self.cluster.release(trial.trial_id)
         self._placement_dirty = True

@@ -26,11 +26,6 @@ class SimClock:
         """The current simulated time in seconds."""
         return self._now
 
-    @property
-    def now(self) -> float:
-        """The current simulated time in seconds."""
-        return self._now
-
     def advance_to(self, t: float) -> None:
         """Move the clock forward to ``t`` (never backwards)."""
         if t < self._now:

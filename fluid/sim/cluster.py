@@ -74,7 +74,6 @@ class SimCluster:
         self._last = clock()
         self.gpu_seconds = 0.0
         self.busy_gpu_seconds = 0.0
-        self.peak_held = 0
 
     # ------------------------------------------------------------------ ResourceView
     def gpus(self) -> float:
@@ -100,21 +99,13 @@ class SimCluster:
 
     def _recount(self) -> None:
         self._held = self.n - self.pool.idle_count()
-        self.peak_held = max(self.peak_held, self._held)
 
-    def fits(self, pgf: PlacementGroupFactory, memory: float | None = None) -> bool:
-        """Whether the shape could be placed now."""
-        w = width_of(pgf)
-        return w <= 0 or self.pool.fits(w, MAX_PER_GPU, memory)
-
-    def place(
-        self, trial_id: str, pgf: PlacementGroupFactory, memory: float | None = None
-    ) -> float | None:
+    def place(self, trial_id: str, pgf: PlacementGroupFactory) -> float | None:
         """Place a trial's shape; returns its width in GPUs, or ``None`` if it does not fit."""
         w = width_of(pgf)
         if w > 0:
             self._integrate()
-            if self.pool.place(trial_id, w, MAX_PER_GPU, memory) is None:
+            if self.pool.place(trial_id, w, MAX_PER_GPU) is None:
                 return None
             self._recount()
         self._width[trial_id] = w
@@ -141,10 +132,6 @@ class SimCluster:
         self.pool.release(trial_id)
         del self._width[trial_id]
         self._recount()
-
-    def width(self, trial_id: str) -> float | None:
-        """The width a placed trial holds, ``None`` if it holds nothing."""
-        return self._width.get(trial_id)
 
     def close(self) -> None:
         """Bring the accounting up to the current time."""

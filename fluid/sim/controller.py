@@ -184,10 +184,6 @@ class SimController:
         """Trials not yet finished (an insertion-ordered set)."""
         return self._trials.live
 
-    def get_trial(self, tid: str) -> Trial | None:
-        """The trial with id ``tid``."""
-        return next((t for t in self._trials.all if t.trial_id == tid), None)
-
     def checkpoint(self, force: bool = False, wait: bool = False) -> None:
         """The experiment checkpoint: nothing to write in a simulation."""
 

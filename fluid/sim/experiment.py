@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -97,19 +98,6 @@ def default_samples(algorithm: str, gpus: int) -> int:
     return max(64, 4 * gpus)
 
 
-def _experiment(workload: Workload, algorithm: str, samples: int, storage: str) -> Experiment:
-    space = workload.grid if algorithm == "grid" else workload.space
-    return Experiment(
-        "sim",
-        TRAINABLE,
-        config=dict(space),
-        num_samples=1 if algorithm == "grid" else samples,
-        stop={"training_iteration": workload.max_t},
-        resources_per_trial={"cpu": 1, "gpu": 1},
-        storage_path=storage,
-    )
-
-
 def build_search(
     algorithm: str,
     workload: Workload,
@@ -123,8 +111,15 @@ def build_search(
     (``max_concurrent``: its ``max_concurrent_trials``, applied to a ``Searcher``)."""
     check_algorithm(algorithm)
     samples = samples or default_samples(algorithm, gpus)
-    storage = storage or tempfile.mkdtemp(prefix="fluid_sim_")
-    exp = _experiment(workload, algorithm, samples, storage)
+    exp = Experiment(
+        "sim",
+        TRAINABLE,
+        config=dict(workload.grid if algorithm == "grid" else workload.space),
+        num_samples=1 if algorithm == "grid" else samples,
+        stop={"training_iteration": workload.max_t},
+        resources_per_trial={"cpu": 1, "gpu": 1},
+        storage_path=storage or tempfile.mkdtemp(prefix="fluid_sim_"),
+    )
     metric, mode = workload.metric, workload.mode
     search: SearchAlgorithm
     searcher = build_searcher(algorithm, seed)
@@ -149,14 +144,6 @@ def build_scheduler(algorithm: str, workload: Workload, adapted: bool) -> TrialS
     return sched if sched is not None else FIFOScheduler()
 
 
-def profiled_overheads(workload: Workload, seed: int = 0, n: int = 16,
-                       ) -> tuple[float, float, float]:
-    """Median ``alpha`` and ``beta`` over ``n`` configs of the space and the largest peak
-    memory among them: what a simulated ``fluid profile`` finds (``fluid.sim.profiling``:
-    noisy measurements of the truth)."""
-    return profile_workload(workload, seed, n)
-
-
 def build_executor(
     executor: str,
     base: TrialScheduler,
@@ -171,10 +158,10 @@ def build_executor(
 
     ``profile=False`` builds the ``FluidExecutor`` as a user who never ran ``fluid profile``
     would: its defaults (the conservative prior ``alpha = beta = 2`` until a trial is measured: no
-    packing, no gang; no ``c``/``d``, no GPU memory
-    given); only the simulated clock and cluster, and ``elastic=True`` (the simulated
-    trainable is gang-capable, as one marked with ``fluid.train.elastic``), are passed.
-    ``fluid_options`` apply either way.
+    packing, no gang; no ``c``/``d``, no GPU memory given); only the simulated clock and
+    cluster, and ``elastic=True`` (the simulated trainable is gang-capable, as one marked with
+    ``fluid.train.elastic``), are passed. ``fluid_options`` apply either way. With a profile,
+    Fluid gets what a simulated ``fluid profile`` finds (``fluid.sim.profiling``).
     """
     if executor in ("tune", baselines.TUNE_TUNED):
         return base
@@ -195,7 +182,7 @@ def build_executor(
         options: dict[str, Any] = {"elastic": True, "dynamic": executor != "fluid_static",
                                    "resize_requests": True, "verbose": False}
         if profile:
-            alpha, beta, memory = profiled_overheads(workload)
+            alpha, beta, memory = profile_workload(workload)
             options.update(alpha=alpha, beta=beta, cpus_per_trial=1.0, cpus_per_worker=1.0,
                            gpu_memory=gpu_memory, trial_memory=memory)
         options.update(fluid_options or {})
@@ -233,9 +220,7 @@ def run_experiment(
     ``search_factory(seed, storage_path)`` replaces the algorithm's search algorithm (the
     replay's fixed trial list); the scheduler is then FIFO unless ``algorithm`` names one.
     """
-    import time as _time
-
-    t0 = _time.perf_counter()
+    t0 = time.perf_counter()
     gpu_memory = gpu_memory if gpu_memory is not None else workload.gpu_memory_gb
     storage = tempfile.mkdtemp(prefix="fluid_sim_")
     try:
@@ -271,7 +256,7 @@ def run_experiment(
         executor=executor, seed=seed, time_to_target=stats.time_to_target,
         makespan=stats.makespan, gpu_seconds=stats.gpu_seconds,
         gpu_utilization=stats.gpu_utilization, trials=stats.trials, restarts=stats.restarts,
-        best=stats.best, sim_seconds=_time.perf_counter() - t0, stalled=stalled,
+        best=stats.best, sim_seconds=time.perf_counter() - t0, stalled=stalled,
         resizes=getattr(sched, "resizes", None), hook_seconds=getattr(sched, "hook_seconds", None),
         stats=stats,
     )
@@ -280,20 +265,17 @@ def run_experiment(
 def bound_of(stats: RunStats, gpus: int, seed: int, config: PolicyConfig | None = None) -> RunResult:
     """The ``lower_bound`` row from the work of a run (see the module docstring)."""
     config = config or PolicyConfig()
+
+    def widths(spec: TrialSpec) -> list[float]:
+        return allowed_widths(config.c_of(spec), config.d_of(spec, gpus), gpus)
+
     specs = [TrialSpec(f"t{i}", max(it, 1) * t, a, b)
              for i, (it, t, a, b, _) in enumerate(stats.work) if it > 0]
     makespan = policy_lower_bound(specs, gpus, config) if specs else 0.0
-    area = 0.0
-    for s in specs:
-        ws = allowed_widths(config.c_of(s), config.d_of(s, gpus), gpus)
-        area += min(w * s.runtime_at(w) for w in ws)
-    ttt = None
-    for _it, t, a, b, reached in stats.work:
-        if reached:
-            spec = TrialSpec("x", reached * t, a, b)
-            ws = allowed_widths(config.c_of(spec), config.d_of(spec, gpus), gpus)
-            best = min(spec.runtime_at(w) for w in ws)
-            ttt = best if ttt is None else min(ttt, best)
+    area = sum((min(w * s.runtime_at(w) for w in widths(s)) for s in specs), 0.0)
+    reaching = [TrialSpec("x", reached * t, a, b) for _it, t, a, b, reached in stats.work
+                if reached]
+    ttt = min((min(s.runtime_at(w) for w in widths(s)) for s in reaching), default=None)
     return RunResult(LOWER_BOUND, seed, ttt, makespan, area, None, len(specs))
 
 

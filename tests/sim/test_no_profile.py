@@ -10,7 +10,8 @@ from ray.tune.schedulers import FIFOScheduler
 from fluid.cli import main
 from fluid.core import Tunables
 from fluid.sim import SimClock, SimCluster, build_executor, get_workload
-from fluid.sim.experiment import profiled_overheads, run_experiment
+from fluid.sim.experiment import run_experiment
+from fluid.sim.profiling import profile_workload
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def _executor(workload, profile):
 
 def test_with_a_profile_fluid_gets_the_profiled_overheads(workload):
     ex = _executor(workload, profile=True)
-    alpha, beta, _ = profiled_overheads(workload)
+    alpha, beta, _ = profile_workload(workload)
     assert (ex.alpha, ex.beta) == (alpha, beta) and alpha > 1 and beta > 1
     assert ex.options.policy.gpu_memory == 24.0
 
