@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ray.tune.search import ConcurrencyLimiter, Searcher
@@ -57,14 +56,11 @@ def limit_concurrency(searcher: Searcher, gpus: int) -> Searcher:
     return ConcurrencyLimiter(searcher, max_concurrent=gpus)
 
 
-def scoreboard(ratios: Callable[[str, str], dict[int, float]],
-               summarize: Callable[[list[float]], tuple[Any, Any]]) -> dict[str, Any]:
-    """``{name, name_ci95, name_per_seed}`` for each scoreboard speedup, from a comparison's
-    per-seed ``ratios(fast, slow)`` and ``summarize`` (geometric mean, 95% interval)."""
+def scoreboard(stats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``{name, name_ci95, name_per_seed}`` for each scoreboard speedup, picked from a
+    comparison's ``speedup_stats`` (geometric mean, 95% interval, per-seed ratios)."""
     out: dict[str, Any] = {}
-    for name, (fast, slow) in SCOREBOARD.items():
-        per_seed = ratios(fast, slow)
-        mean, ci = summarize(list(per_seed.values()))
-        out[name], out[f"{name}_ci95"] = mean, list(ci) if ci else None
-        out[f"{name}_per_seed"] = per_seed
+    for name in SCOREBOARD:
+        out[name], out[f"{name}_ci95"] = stats["speedup"][name], stats["speedup_ci95"][name]
+        out[f"{name}_per_seed"] = stats["speedup_per_seed"][name]
     return out

@@ -15,7 +15,7 @@ from typing import Any
 
 from fluid.sim import baselines
 from fluid.sim.controller import RunStats
-from fluid.sim.stats import geomean, summarize
+from fluid.sim.stats import summarize
 
 #: The executors ``fluid.sim.experiment`` runs (see its docstring), in the order rows appear.
 EXECUTORS = ("tune", baselines.TUNE_TUNED, "resource_changing", "fluid_static",
@@ -83,11 +83,6 @@ class Comparison:
                 out[r.seed] = b / a
         return out
 
-    def speedup(self, fast: str, slow: str, what: str = "time_to_target") -> float | None:
-        """Geometric mean over seeds of ``slow / fast`` in ``what`` (``None``: no seed has both)."""
-        ratios = list(self.ratios(fast, slow, what).values())
-        return geomean(ratios) if ratios else None
-
     def _pairs(self) -> dict[str, tuple[str, str, str]]:
         out = {}
         for fast in ("fluid", "fluid_static"):
@@ -105,7 +100,7 @@ class Comparison:
 
     def speedups(self) -> dict[str, float | None]:
         """``fluid_vs_tune``, ``fluid_vs_resource_changing`` and friends (geometric means)."""
-        return {k: self.speedup(*pair) for k, pair in self._pairs().items()}
+        return self.speedup_stats()["speedup"]
 
     def speedup_stats(self) -> dict[str, dict[str, Any]]:
         """``{"speedup", "speedup_ci95", "speedup_per_seed"}``, each keyed like ``speedups``.
@@ -146,6 +141,7 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         """The object ``fluid simulate --json`` prints (keys documented in its help)."""
+        stats = self.speedup_stats()
         return {
             "algorithm": self.algorithm,
             "workload": self.workload,
@@ -153,8 +149,8 @@ class Comparison:
             "seeds": sorted({r.seed for r in self.results}),
             "executors": [ex for ex in EXECUTORS if self.of(ex)],
             "results": [r.public() for r in self.results],
-            **self.speedup_stats(),
-            **baselines.scoreboard(self.ratios, summarize),
+            **stats,
+            **baselines.scoreboard(stats),
             "best_metric": self.best_metric(),
             "restarts_per_trial": self.per_trial("restarts"),
             "resizes_per_trial": self.per_trial("resizes"),
