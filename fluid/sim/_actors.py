@@ -89,9 +89,7 @@ class SimActors:
             self._request(chosen)
             worked = True
         candidates, keep = self._trials.pending, []
-        while candidates:
-            if len(self.waiting) >= self.max_pending:
-                break
+        while candidates and len(self.waiting) < self.max_pending:
             trial = candidates.pop(0)
             if trial not in self._trials.by_status[Trial.PENDING]:
                 continue

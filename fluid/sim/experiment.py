@@ -46,7 +46,7 @@ from dataclasses import replace
 from typing import Any
 
 from ray.tune.experiment import Experiment
-from ray.tune.registry import register_trainable
+from ray.tune.registry import TRAINABLE_CLASS, register_trainable
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, SearchGenerator
 from ray.tune.trainable import Trainable
@@ -77,11 +77,7 @@ class _SimTrainable(Trainable):
 
 def ensure_trainable() -> None:
     """Register the simulated trainable (again: ``ray.shutdown`` empties Tune's registry)."""
-    from ray.tune.registry import TRAINABLE_CLASS
-
-    from fluid.tune._ray_compat import _global_registry
-
-    if not _global_registry.contains(TRAINABLE_CLASS, TRAINABLE):
+    if not compat._global_registry.contains(TRAINABLE_CLASS, TRAINABLE):
         register_trainable(TRAINABLE, _SimTrainable)
 
 

@@ -179,12 +179,11 @@ class TrialListSearch(SearchAlgorithm):
         self._seed = seed
 
     def next_trial(self) -> Trial | None:
-        if self._next >= len(self._budgets):
-            self.set_finished()
+        if self.is_finished():
             return None
         i = self._next
         self._next += 1
-        trial = Trial(
+        return Trial(
             TRAINABLE,
             config={"_replay": i},
             trial_id=f"r{self._seed}_{i:05d}",
@@ -192,9 +191,6 @@ class TrialListSearch(SearchAlgorithm):
             placement_group_factory=PlacementGroupFactory([{"CPU": 1, "GPU": 1}]),
             storage=self._storage,
         )
-        if self._next >= len(self._budgets):
-            self.set_finished()
-        return trial
 
     def add_configurations(self, experiments: Any) -> None:
         """Nothing to add: the trials are given."""
