@@ -282,16 +282,14 @@ def compare(
     seeds: int | Sequence[int] = 3,
     executors: Sequence[str] = EXECUTORS,
     *,
-    samples: int | None = None,
-    costs: RestartCosts | None = None,
-    time_noise: float = 0.02,
-    gpu_memory: float | None = None,
-    fluid_options: dict[str, Any] | None = None,
-    profile: bool = True,
     progress: Callable[[str], None] | None = None,
     search_factory: Callable[[int, str], SearchAlgorithm] | None = None,
+    **options: Any,
 ) -> Comparison:
-    """Every executor (and the lower bound) on the same seeds; see ``Comparison``."""
+    """Every executor (and the lower bound) on the same seeds; see ``Comparison``.
+
+    ``options``: the keyword arguments of ``run_experiment`` (``samples``, ``costs``, ...).
+    """
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     comp = Comparison(algorithm, workload.name, gpus)
     # Without a model-based searcher the careful user's Tune is plain Tune: same rows.
@@ -304,10 +302,8 @@ def compare(
             if ex == baselines.TUNE_TUNED and copy_tune and tune_row is not None:
                 comp.results.append(replace(tune_row, executor=ex))
                 continue
-            result = run_experiment(
-                algorithm, workload, ex, seed, gpus, samples=samples, costs=costs,
-                time_noise=time_noise, gpu_memory=gpu_memory, fluid_options=fluid_options,
-                profile=profile, search_factory=search_factory)
+            result = run_experiment(algorithm, workload, ex, seed, gpus,
+                                    search_factory=search_factory, **options)
             comp.results.append(result)
             if ex == "tune" and result.stats is not None:
                 comp.results.append(bound_of(result.stats, gpus, seed))
