@@ -12,7 +12,6 @@ named after the one it mirrors; a Ray upgrade is checked against them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ray.tune.experiment import Trial
@@ -33,14 +32,12 @@ class TuneDecisions:
         search_alg: the search algorithm told of results and completions.
         trials: the trials by status.
         actors: the trials' actors (saves, stops).
-        stopper: ``(trial_id, result) -> bool``, Tune's ``stop=`` callable.
     """
 
     def __init__(self, controller: Any, scheduler: TrialScheduler, search_alg: SearchAlgorithm,
-                 trials: SimTrials, actors: SimActors,
-                 stopper: Callable[[str, dict], bool] | None) -> None:
+                 trials: SimTrials, actors: SimActors) -> None:
         self._controller, self._scheduler_alg, self._search_alg = controller, scheduler, search_alg
-        self._trials, self._actors, self._stopper = trials, actors, stopper
+        self._trials, self._actors = trials, actors
         self._queued_decisions: dict[str, str] = {}
         #: Decisions waiting for a save under way (``TuneController._cached_trial_decisions``).
         self.cached_decisions: dict[str, str] = {}
@@ -55,8 +52,7 @@ class TuneDecisions:
     def _process_trial_result(self, trial: Trial, result: dict[str, Any]) -> str | None:
         result.update(trial_id=trial.trial_id)
         flat_result = flatten_dict(result)
-        stop = self._stopper is not None and self._stopper(trial.trial_id, result)
-        if stop or trial.should_stop(flat_result):
+        if trial.should_stop(flat_result):
             decision = TrialScheduler.STOP
         else:
             decision = self._scheduler_alg.on_trial_result(self._controller, trial, flat_result)

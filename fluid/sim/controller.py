@@ -62,7 +62,6 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from types import SimpleNamespace
 
 from ray.tune.experiment import Trial
@@ -112,7 +111,6 @@ class SimController:
         costs: restart costs.
         seed: seeds the iteration-time and validation noise (per trial, by creation order).
         time_noise: relative standard deviation of an iteration's time.
-        stopper: ``(trial_id, result) -> bool``, Tune's ``stop=`` callable.
         max_pending_trials: as Tune's ``TUNE_MAX_PENDING_TRIALS_PG`` (default: Tune's "auto").
         max_steps: safety limit on controller steps.
         record_results: keep every result as ``(time, trial_id, result)`` in ``results``.
@@ -132,7 +130,6 @@ class SimController:
         costs: RestartCosts | None = None,
         seed: int = 0,
         time_noise: float = 0.0,
-        stopper: Callable[[str, dict], bool] | None = None,
         max_pending_trials: int | None = None,
         max_steps: int = 50_000_000,
         record_results: bool = False,
@@ -149,15 +146,13 @@ class SimController:
         self._max_pending_trials = max_pending_trials
         self._actors = SimActors(self._trials, self.cluster, self._events, workload,
                                  costs or RestartCosts(), seed, time_noise, max_pending_trials)
-        self._decisions = TuneDecisions(self, scheduler, search_alg, self._trials, self._actors,
-                                        stopper)
+        self._decisions = TuneDecisions(self, scheduler, search_alg, self._trials, self._actors)
         self.results: list[tuple[float, str, dict]] | None = [] if record_results else None
         self._steps = 0
         self._results = 0
         self._oom_errors = 0
         self._time_to_target: float | None = None
         self._best: float | None = None
-        self._best_curve: list[tuple[float, float]] = []
         # What Tune's helpers read of a controller (``fluid.tune._ray_compat``, Tune's
         # schedulers): no storage to sync, the cluster's resources, the decisions cached for
         # saves under way.
@@ -263,7 +258,6 @@ class SimController:
             steps=self._steps,
             work=work,
             spans={t.trial_id: (sims[t].first_start, sims[t].end) for t in self._trials.all},
-            best_curve=list(self._best_curve),
             oom_errors=self._oom_errors,
         )
 
@@ -344,10 +338,8 @@ class SimController:
 
     def _track_target(self, value: float) -> None:
         w = self.workload
-        better = self._best is None or (value > self._best if w.mode == "max" else value < self._best)
-        if better:
+        if self._best is None or (value > self._best if w.mode == "max" else value < self._best):
             self._best = value
-            self._best_curve.append((self.clock(), value))
         if self._time_to_target is None and w.reached(value):
             self._time_to_target = self.clock()
 

@@ -24,7 +24,6 @@ class RunStats:
             iteration at which it met the target or None)``; ``alpha``, ``beta`` from a
             noise-free simulated profile (``fluid.sim.profiling``).
         spans: per trial id, ``(first start of training, end)`` in simulated seconds.
-        best_curve: ``[(time, best so far)]`` at every improvement.
     """
 
     makespan: float
@@ -38,7 +37,6 @@ class RunStats:
     steps: int
     work: list[tuple[int, float, float, float, int | None]] = field(default_factory=list)
     spans: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
-    best_curve: list[tuple[float, float]] = field(default_factory=list)
     oom_errors: int = 0
 
 

@@ -163,7 +163,7 @@ def replay_workload(
 
 class TrialListSearch(SearchAlgorithm):
     """Yields a fixed list of trials, each with its own iteration budget (not an algorithm:
-    the replay of decisions already made).
+    the replay of decisions already made; it learns nothing from results).
 
     Args:
         budgets: iterations of trial ``i`` (its config is ``{"_replay": i}``).
@@ -194,13 +194,6 @@ class TrialListSearch(SearchAlgorithm):
 
     def add_configurations(self, experiments: Any) -> None:
         """Nothing to add: the trials are given."""
-
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        """Nothing to learn."""
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None,
-                          error: bool = False) -> None:
-        """Nothing to learn."""
 
     def is_finished(self) -> bool:
         return self._next >= len(self._budgets)
