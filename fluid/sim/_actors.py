@@ -42,15 +42,9 @@ from fluid.tune import width_of
 class SimActors:
     """Actors of trials and the training they simulate.
 
-    Args:
-        trials: the trials by status (an actor's trial is set PENDING when requested).
-        cluster: where actors are placed.
-        events: where each task's end is scheduled.
-        workload: iteration times, memory and learning curves of each configuration.
-        costs: what starting, saving and restoring an actor take.
-        seed: seeds the iteration-time and validation noise (per trial, by creation order).
-        time_noise: relative standard deviation of an iteration's time.
-        max_pending: most actors waiting for resources at once.
+    Args are ``SimController``'s, and: ``trials``, the trials by status (an actor's trial is
+    set PENDING when requested); ``events``, where each task's end is scheduled;
+    ``max_pending``, the most actors waiting for resources at once.
     """
 
     def __init__(self, trials: SimTrials, cluster: SimCluster, events: EventQueue,

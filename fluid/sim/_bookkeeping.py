@@ -127,13 +127,6 @@ class SimSaveFuture(_FutureTrainingResult):
         return self._result
 
 
-class NoSyncer:
-    """The experiment storage's syncer, as schedulers reach it: nothing to wait for."""
-
-    def wait(self) -> None:
-        """Nothing to sync: the simulation writes no files."""
-
-
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """Seed the global ``random`` and ``numpy.random`` (PBT, HyperBand ties) for one run."""

@@ -80,9 +80,8 @@ class SimCluster:
         """GPUs of the cluster (what ``FluidExecutor`` sizes against)."""
         return float(self.n)
 
-    def get_num_gpus(self) -> float:
-        """Ray's ``_resource_updater.get_num_gpus`` (for ``DistributeResources``)."""
-        return float(self.n)
+    #: Ray's ``_resource_updater.get_num_gpus`` (for ``DistributeResources``).
+    get_num_gpus = gpus
 
     def get_num_cpus(self) -> float:
         """Ray's ``_resource_updater.get_num_cpus`` (for ``DistributeResources``)."""

@@ -75,7 +75,6 @@ from fluid.sim._bookkeeping import (
     SAVED,
     START,
     EventQueue,
-    NoSyncer,
     SimSaveFuture,
     SimTrials,
     seeded,
@@ -154,9 +153,10 @@ class SimController:
         self._time_to_target: float | None = None
         self._best: float | None = None
         # What Tune's helpers read of a controller (``fluid.tune._ray_compat``, Tune's
-        # schedulers): no storage to sync, the cluster's resources, the decisions cached for
-        # saves under way.
-        self._storage = SimpleNamespace(experiment_driver_staging_path=None, syncer=NoSyncer())
+        # schedulers): no storage to sync (the simulation writes no files), the cluster's
+        # resources, the decisions cached for saves under way.
+        self._storage = SimpleNamespace(experiment_driver_staging_path=None,
+                                        syncer=SimpleNamespace(wait=lambda: None))
         self._resource_updater = self.cluster
         self._cached_trial_decisions = self._decisions.cached_decisions
 

@@ -83,14 +83,14 @@ def scaling_points(p: PerfParams | None = None) -> list[dict[str, Any]]:
 def scaling_summary(points: list[dict[str, Any]]) -> dict[str, Any]:
     """The scaling object of ``--validate --json``: the points, the median error over all of
     them and per kind, and how many strong points stay inside one node."""
-    by_kind = {kind: {"points": sum(1 for q in points if q["kind"] == kind),
-                      "median_abs_rel_error": _median_abs_rel(
-                          [q for q in points if q["kind"] == kind])}
-               for kind in ("weak", "strong")}
-    strong_one = [q for q in points if q["kind"] == "strong" and q["nodes"] == 1]
+    def group(pts: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"points": len(pts), "median_abs_rel_error": _median_abs_rel(pts)}
+
     return {"points": points, "median_abs_rel_error": _median_abs_rel(points),
-            "by_kind": by_kind, "strong_one_node": {
-                "points": len(strong_one), "median_abs_rel_error": _median_abs_rel(strong_one)}}
+            "by_kind": {kind: group([q for q in points if q["kind"] == kind])
+                        for kind in ("weak", "strong")},
+            "strong_one_node": group([q for q in points if q["kind"] == "strong"
+                                      and q["nodes"] == 1])}
 
 
 def packing_points(p: PerfParams | None = None,
