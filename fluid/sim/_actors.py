@@ -183,7 +183,6 @@ class SimActors:
         """The actor is up; whether the trial fits its GPU's memory (else it fails, CUDA out
         of memory: Ray does not check GPU memory for fractional GPUs)."""
         actor = self.by_trial[trial]
-        actor.started = True
         actor.busy_until = self._events.clock()
         self._staged.pop(trial, None)
         if actor.width is None or actor.width >= 1:

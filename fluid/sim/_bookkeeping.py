@@ -94,7 +94,6 @@ class SimActor:
     asked: float  # GPUs the placement group asks for
     width: float | None = None  # None until placed
     busy_until: float = 0.0
-    started: bool = False
 
 
 @dataclass

@@ -229,11 +229,10 @@ def run_experiment(
             else:
                 limit = gpus if executor == baselines.TUNE_TUNED else None
                 search = build_search(algorithm, workload, seed, gpus, samples, storage, limit)
-            adapted = executor in FLUID_EXECUTORS
             if search_factory is not None and algorithm not in ALGORITHMS:
                 base: TrialScheduler = FIFOScheduler()  # a replay's fixed trials, FIFO
             else:
-                base = build_scheduler(algorithm, workload, adapted)
+                base = build_scheduler(algorithm, workload, executor in FLUID_EXECUTORS)
             sched = build_executor(executor, base, workload, clock, cluster, gpu_memory,
                                    fluid_options, profile)
             sched.set_search_properties(workload.metric, workload.mode)
