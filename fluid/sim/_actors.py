@@ -4,9 +4,8 @@
 an iteration (the ground truth's time at its width, with the trials sharing its GPU, with
 seeded noise), save, restore.
 
-A trial's training state (its learning-curve state and iteration) lives in its checkpoints, so
-a resize restores exactly what was saved and PBT's exploit copies the state of the trial it
-clones.
+A trial's training state lives in its checkpoints (``save``, ``restored``; why: the
+controller's docstring).
 """
 
 from __future__ import annotations
