@@ -54,9 +54,9 @@ class Capacity:
         assert self.view is not None
         return self.view.gpus()
 
-    def follow(self, planner: Planner) -> int | None:
+    def follow(self, planner: Planner) -> float | None:
         """The plan follows the cluster (nodes joined or left, GPUs held outside); what the
-        experiment waits for is reviewed. Returns the whole GPUs the plan's pool is to have
+        experiment waits for is reviewed. Returns the GPUs the plan's pool is to have
         (``Planner.sync_cluster``; ``None``: as before)."""
         if self.view is None:
             return None

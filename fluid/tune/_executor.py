@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -140,7 +139,7 @@ class FluidExecutor(TrialScheduler):
         controller = compat.controller_of(tc)
         gpus, cpus = self._capacity.connect()
         admission.check_setup(controller)
-        self._life.open(int(math.floor(gpus)), self.options.policy.gpu_memory)
+        self._life.open(gpus, self.options.policy.gpu_memory)
         self._planner.start(gpus, cpus)
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)

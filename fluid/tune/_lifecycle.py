@@ -4,11 +4,10 @@ A trial's phase (its ``TrialRecord`` in the ``TrialStore``), its place in the GP
 (``pool``), who computes beside it (``residency``), its pending resize (``pending``), the ready
 list and the queue are one state: each event moves several of them at once, and a resize is
 one pending width from the decision to the restart. ``Lifecycle`` is the only code that
-changes them, through the named events below; the planner decides and calls them, the hooks
-call them for what Tune reports (the phases and their order: ``_records.TRANSITIONS``).
-
-The planner changes none of it: each step of a plan is a ``Decision``, a value, that
-``Lifecycle.apply`` turns into the events of the plan (``planned``, ``sized``, ...).
+changes them, through the named events below; the executor calls them for what Tune reports
+(the phases and their order: ``_records.TRANSITIONS``). The planner changes none of it: each
+step of a plan is a ``Decision``, a value, that ``Lifecycle.apply`` turns into the events of
+the plan (``planned``, ``sized``, ...).
 
 ==================  =======================================================================
 event               what it changes
@@ -30,6 +29,7 @@ event               what it changes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -91,21 +91,21 @@ class Lifecycle:
         self._queue_unsorted = False
 
     # -- the plan's GPUs ---------------------------------------------------------------
-    def open(self, gpus: int, memory: float | None) -> None:
-        """Plan on ``gpus`` whole GPUs of ``memory`` GB each."""
-        self.pool = GpuPool(gpus, memory)
+    def open(self, gpus: float, memory: float | None) -> None:
+        """Plan on the whole GPUs of ``gpus``, of ``memory`` GB each."""
+        self.pool = GpuPool(math.floor(gpus), memory)
 
     def planned(self, pool: GpuPool) -> None:
         """A decision placed trials (or moved them): ``pool`` is the plan's pool after it."""
         self.pool = pool
 
-    def cluster_changed(self, target: int | None) -> None:
-        """The cluster has ``target`` whole GPUs for the plan now (``None``: as before): GPUs
+    def cluster_changed(self, gpus: float | None) -> None:
+        """The cluster has ``gpus`` GPUs for the plan now (``None``: as before): whole GPUs
         join the pool at once; lost ones leave it as they fall idle (a deficit), never by
         evicting a trial."""
-        if target is not None:
+        if gpus is not None:
             assert self.pool is not None
-            have = self.pool.n - self.deficit
+            target, have = math.floor(gpus), self.pool.n - self.deficit
             if target > have:
                 paid = min(self.deficit, target - have)
                 self.deficit -= paid

@@ -26,7 +26,6 @@ Each plan, in this order (what the algorithm waits on first):
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -51,12 +50,13 @@ _RUNNING = frozenset({Phase.RUNNING})
 
 
 class Planner:
-    """Fluid's plans: what each decision of ``fluid.core`` does to the trials, applied through
-    their ``Lifecycle`` (the queue, the ready list, the pool and the pending resizes are its).
+    """Fluid's plans: each step of one, from ``fluid.core``'s decisions, as a ``Decision`` that
+    the executor applies to the trials' ``Lifecycle`` (the queue, the ready list, the pool and
+    the pending resizes are its); the planner reads them and changes none.
 
     Args:
-        life: the trials' lifecycle (their records, the pool, the queue), which the plans
-            change.
+        life: the trials' lifecycle (their records, the pool, the queue), read; the executor
+            applies the plans' decisions to it.
         specs: the trials' specs.
         estimator: the overheads and iteration times the plans are computed with.
         config: ``c``, ``d``, thresholds and ``gpu_memory`` (``eps`` comes from ``estimator``).
@@ -307,10 +307,10 @@ class Planner:
             widths = water_fill([self.specs.spec(r) for r in queued], life.pool.n, self._config)
             yield Decision(widths={r.trial_id: widths[r.trial_id] for r in queued})
 
-    def sync_cluster(self, resources: ResourceView | None, outside: int = 0) -> int | None:
+    def sync_cluster(self, resources: ResourceView | None, outside: int = 0) -> float | None:
         """A resource change (node joined or left, ``outside`` GPUs held by others than the
-        experiment's trials) re-plans with the GPUs there are for it now; returns the whole
-        GPUs the plan's pool is to follow (``Lifecycle.cluster_changed``; ``None``: as before).
+        experiment's trials) re-plans with the GPUs there are for it now; returns the GPUs
+        the plan's pool is to follow (``Lifecycle.cluster_changed``; ``None``: as before).
 
         Fluid's GPU ids are its own plan, not Ray's devices, so it cannot tell which trials a
         lost node held: those fail in Ray and come back through Tune's retry. Lost capacity
@@ -330,7 +330,7 @@ class Planner:
             self.specs.set_gpus(gpus)
             self._replan.update(r.group for r in self._store.in_phase(_RUNNING))
             self._due = True
-            return int(math.floor(gpus))
+            return gpus
         return None
 
     def _log_plan(self, kind: str, gid: int, widths: dict[str, float]) -> None:

@@ -36,7 +36,7 @@ def make_planner(gpus: float = 4.0, cpus: float | None = None, *, options: dict 
     est = OverheadEstimator(store, alpha=alpha, beta=beta, eps=eps, refine=True,
                             trial_memory=None, gpu_memory=None, tunables=tunables)
     planner = new_planner(store, est, opts.policy, tunables, clock=lambda: now, **planner_kw)
-    planner.life.open(int(gpus), opts.policy.gpu_memory)
+    planner.life.open(gpus, opts.policy.gpu_memory)
     planner.start(gpus, cpus)
     return store, est, planner
 
