@@ -164,7 +164,8 @@ class OutsideGpus:
         self._clock, self._refresh_s, self._settle_s = clock, refresh_s, settle_s
         self._reads: deque[tuple[float, int]] = deque()  # (time, whole GPUs outside)
         self._outside = 0
-        self.seen = False  # the last two reads found GPUs outside (settled or not)
+        self.seen = False  # others hold GPUs (settled or not): from two reads in a row that
+        # found them until one, with no trial starting, finds none
 
     def read(self, view: object, store: TrialStore) -> int:
         """Whole GPUs outside the experiment that stayed so for ``settle_s`` (0 for a view
@@ -179,8 +180,12 @@ class OutsideGpus:
                         "controller died (their GPUs return to Ray)", removed)
         reads = self._reads
         reads.append((now, max(0, math.floor(busy() - claimed(store) + WIDTH_TOL))))
-        # Two reads in a row: one alone may catch a trial that stopped a moment ago.
-        self.seen = len(reads) > 1 and reads[-1][1] > 0 and reads[-2][1] > 0
+        if len(reads) > 1 and reads[-1][1] > 0 and reads[-2][1] > 0:
+            self.seen = True  # two in a row: one alone may catch a trial that just stopped
+        elif reads[-1][1] == 0 and not any(starting(r) for r in store.unordered(LIVE)):
+            # Trials that are starting are claimed before Ray gives them their GPUs: a read
+            # then undercounts, and only one without them says nobody else holds GPUs.
+            self.seen = False
         while len(reads) > 1 and reads[1][0] <= now - self._settle_s:
             reads.popleft()  # the oldest read kept is the last one from before the window
         watched = reads[0][0] <= now - self._settle_s

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import ray
 from ray.tune import PlacementGroupFactory
+from ray.tune.experiment import Trial
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 
 from fluid.core import PolicyConfig, TrialFacts, Tunables, trial_limits
@@ -84,6 +85,30 @@ def test_gpus_held_outside_count_only_once_they_stay_so():
     assert readings == [0, 0, 0, 0, 0, 2, 2, 2, 0, 0, 0, 0]
     assert outside.seen  # the last read found them: trials start only into Ray's free GPUs
     assert OutsideGpus(lambda: 0.0, 1.0, 5.0).read(SimpleNamespace(), store) == 0
+
+
+def test_trials_still_starting_do_not_hide_gpus_others_hold():
+    now, busy = [0.0], [2.0]  # another job holds 2 GPUs
+    outside = OutsideGpus(lambda: now[0], refresh_s=1.0, settle_s=5.0)
+    view = SimpleNamespace(busy_gpus=lambda: busy[0])
+    store = TrialStore()
+    recs = file_records(store, 2)
+    for t in range(2):
+        now[0] = float(t)
+        outside.read(view, store)
+    assert outside.seen
+    for rec in recs:  # handed to Tune; Ray has not given them their GPUs yet
+        for phase in (Phase.QUEUED, Phase.READY, Phase.RUNNING):
+            store.move(rec, phase, width=1.0, fresh_start=True)
+    for t in range(2, 4):  # 2 busy, 2 claimed: none outside, as far as these reads can tell
+        now[0] = float(t)
+        outside.read(view, store)
+    assert outside.seen, "the starts hid the other job: the gate would let more trials in"
+    for rec in recs:
+        rec.trial.status = Trial.RUNNING
+    busy[0], now[0] = 2.0, 4.0  # the job left; the trials hold their 2
+    outside.read(view, store)
+    assert not outside.seen
 
 
 def test_worker_groups_of_dead_train_controllers_are_removed_before_a_read():
