@@ -254,6 +254,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.algorithm or not args.workload:
             raise ValueError("give --algorithm and --workload (or --replay DIR, or --paper)")
         workload = _workload(args)
+        if args.algorithm == "grid":
+            from fluid.sim.experiment import grid_of
+
+            grid_of(workload, args.samples)  # a grid's --samples is checked before any run
         comp = compare(args.algorithm, workload, gpus, args.seeds, executors,
                        samples=args.samples, profile=not args.no_profile, progress=bar)
     bar.close()
@@ -284,7 +288,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "list of tune, tune_tuned, resource_changing, fluid_static, fluid_one_gpu "
                    "(the scoreboard needs tune,tune_tuned,fluid_one_gpu)")
     p.add_argument("--samples", type=int, default=None, metavar="N",
-                   help="configs the algorithm samples (default by algorithm and GPUs)")
+                   help="configs the algorithm samples (default by algorithm and GPUs; a grid: "
+                   "its first axes or the grid repeated, e.g. 9, 27, 81 for cifar10)")
     p.add_argument("--gpu", default="rtx6000", choices=("rtx6000", "a100", "h100"),
                    help="GPU preset of the task workloads (rtx6000, as in the paper)")
     p.add_argument("--interconnect", default=None,

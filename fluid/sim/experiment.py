@@ -3,7 +3,7 @@
 Algorithms: those of ``fluid.algorithms`` (Ray Tune's objects; Fluid's adapted schedulers
 under Fluid) with the workload's ``max_t``, ``reduction_factor=3``, ASHA's ``grace_period=1``,
 PBT's ``perturbation_interval=max_t // 9`` and the workload's mutations; ``grid`` runs the
-workload's grid, the others ``samples`` configs of its space.
+workload's grid (sized by ``samples``: ``grid_of``), the others ``samples`` configs of its space.
 
 Executors, each on the same workload and seed:
 
@@ -37,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import time
@@ -86,12 +87,43 @@ ensure_trainable()
 
 # ---------------------------------------------------------------------- building blocks
 def default_samples(algorithm: str, gpus: int) -> int:
-    """Configs an algorithm samples by default (grid: ignored, the grid decides)."""
+    """Configs an algorithm samples by default (a grid runs its points: ``grid_of``)."""
     if algorithm == "pbt":
         return max(8, gpus)
     if algorithm in ("random", "hyperopt"):
         return max(16, 2 * gpus)
     return max(64, 4 * gpus)
+
+
+def grid_of(workload: Workload, samples: int | None = None) -> tuple[dict[str, Any], int]:
+    """The workload's grid sized to ``samples`` trials, as the experiment's ``config`` and
+    ``num_samples``: its first axes (the others at the workload's defaults), or the whole grid
+    repeated, as Tune's ``num_samples`` repeats a grid (``None``: the whole grid once).
+
+    Example:
+        >>> from fluid.sim.workloads import get_workload
+        >>> config, repeats = grid_of(get_workload("cifar10"), 9)
+        >>> list(config), repeats
+        (['lr', 'batch_size'], 1)
+        >>> grid_of(get_workload("cifar10"), 81)[1]
+        3
+    """
+    axes = list(workload.grid.items())
+    sizes = [math.prod(len(v["grid_search"]) for _, v in axes[:k]) for k in range(1, len(axes) + 1)]
+    whole = sizes[-1] if sizes else 0
+    if samples is None:
+        return dict(axes), 1
+    if samples in sizes:
+        return dict(axes[:sizes.index(samples) + 1]), 1
+    if whole and samples > 0 and samples % whole == 0:
+        return dict(axes), samples // whole
+    firsts = ", ".join(str(n) for n in sizes[:-1])
+    raise ValueError(
+        f"samples (--samples) of a grid: the {workload.name} grid has {whole} points "
+        f"({' x '.join(name for name, _ in axes)}); it runs {firsts + ' or ' if firsts else ''}"
+        f"{whole} of them (its first axes, the others at the workload's defaults) or a "
+        f"multiple of {whole} (the grid repeated, as Tune's num_samples repeats it); "
+        f"got {samples}")
 
 
 def build_search(
@@ -106,12 +138,15 @@ def build_search(
     """The algorithm's search algorithm with the experiment added, as ``tune.run`` builds it
     (``max_concurrent``: its ``max_concurrent_trials``, applied to a ``Searcher``)."""
     check_algorithm(algorithm)
-    samples = samples or default_samples(algorithm, gpus)
+    if algorithm == "grid":
+        config, samples = grid_of(workload, samples)
+    else:
+        config, samples = dict(workload.space), samples or default_samples(algorithm, gpus)
     exp = Experiment(
         "sim",
         TRAINABLE,
-        config=dict(workload.grid if algorithm == "grid" else workload.space),
-        num_samples=1 if algorithm == "grid" else samples,
+        config=config,
+        num_samples=samples,
         stop={"training_iteration": workload.max_t},
         resources_per_trial={"cpu": 1, "gpu": 1},
         storage_path=storage or tempfile.mkdtemp(prefix="fluid_sim_"),

@@ -115,6 +115,18 @@ def test_simulate_needs_an_algorithm(capsys):
     assert "--algorithm" in capsys.readouterr().err
 
 
+def test_a_grid_is_sized_by_samples_or_the_size_is_refused_by_name(capsys):
+    code = main(["simulate", "--algorithm", "grid", "--workload", "cifar10", "--gpus", "2",
+                 "--seeds", "1", "--samples", "9", "--max-t", "2", "--baselines", "tune",
+                 "--json", "--no-progress"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and {r["trials"] for r in data["results"]} == {9}
+    assert main(["simulate", "--algorithm", "grid", "--workload", "cifar10", "--samples", "10",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--samples" in err and "27" in err and "got 10" in err
+
+
 def test_bench_sim_small(capsys):
     assert main(["bench", "sim", "--trials", "40", "--gpus", "16", "--executors", "tune,fluid",
                  "--json"]) == 0
