@@ -11,8 +11,10 @@ Two objectives, two packing thresholds: ``makespan_o_th`` and ``makespan_c_max``
 group's makespan, for which packing pays as soon as it adds throughput, and ``fluid profile``
 reports what the hardware allows under it. ``o_th`` and ``c_max`` serve FluidExecutor's time
 to target: a packed trial that turns out to be the winner reaches the target later, so it packs
-only where the measured gain is large, and a profile's ``c`` only caps what that allows.
-``s_th`` serves both.
+only where the measured gain is large, and a profile's ``c`` only caps what that allows. Where
+every trial runs its whole budget (a grid or a random search under FIFO) the answer comes with
+the last trial, its makespan: FluidExecutor packs those under ``makespan_o_th`` (and
+``c_max``). ``s_th`` serves both.
 
 Example:
     >>> Tunables().resize_gain
@@ -40,7 +42,8 @@ class Tunables:
             delays the target more than packing gains).
         c_max: most trials on one GPU: published training measurements stop at two per GPU.
         s_th: ``S_th``: a worker joins a gang only if it adds at least 5% throughput.
-        makespan_o_th: ``O_th`` of a group's makespan: a trial is packed onto a GPU only if it
+        makespan_o_th: ``O_th`` of a group's makespan (and of FluidExecutor's trials where
+            all run their whole budget): a trial is packed onto a GPU only if it
             adds at least 10% to the GPU's throughput (MPS interference is noisy: a margin
             well above measurement noise; the paper gives no ``O_th``).
         makespan_c_max: most trials on one GPU for a group's makespan, even when packing looks

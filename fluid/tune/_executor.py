@@ -140,7 +140,7 @@ class FluidExecutor(TrialScheduler):
         gpus, cpus = self._capacity.connect()
         admission.check_setup(controller)
         self._life.open(gpus, self.options.policy.gpu_memory)
-        self._planner.start(gpus, cpus)
+        self._planner.start(gpus, cpus, whole_budget=type(self.base) is FIFOScheduler)
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)
         actions.install_outstanding_limit(

@@ -90,10 +90,12 @@ class Planner:
         self._load: dict[int, float] = {}
         self.plan_log: list[dict[str, Any]] = []  # every shape change, for timelines
 
-    def start(self, gpus: float, cpus: float | None = None) -> None:
+    def start(self, gpus: float, cpus: float | None = None, whole_budget: bool = False) -> None:
         """Plan for a cluster of ``gpus`` GPUs and ``cpus`` CPUs (``None``: CPUs are not
-        counted); the pool (whole GPUs only) is the lifecycle's (``Lifecycle.open``)."""
+        counted); the pool (whole GPUs only) is the lifecycle's (``Lifecycle.open``).
+        ``whole_budget``: nothing stops a trial before its budget (``TrialFacts``)."""
         self.cpus.total = cpus
+        self.specs.whole_budget = whole_budget
         self.specs.set_gpus(gpus)
 
     @property

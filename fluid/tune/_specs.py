@@ -17,6 +17,8 @@ from fluid.core.packing import is_leader
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._records import LIVE, SEQ, Phase, TrialRecord, TrialStore, stop_of
 
+_DONE = frozenset({Phase.DONE})
+
 
 class SpecInputs(NamedTuple):
     """What a trial's ``TrialSpec`` is built from (the same inputs: the same spec)."""
@@ -55,6 +57,8 @@ class SpecCache:
         self._store, self._estimator = store, estimator
         self.config, self.tunables, self.exact = config, tunables, exact_limits
         self.gpus = 0.0  # ``d_i`` depends on the cluster's GPUs
+        # Nothing stops a trial before its budget (a FIFO base): ``throughput_only``.
+        self.whole_budget = False
         # Each trial's cached spec: rebuilding them for every live trial at each re-plan
         # dominated its cost.
         self._specs: dict[str, _Cached] = {}
@@ -70,9 +74,9 @@ class SpecCache:
         self._live_group: dict[str, int] = {}  # trial id -> its group in ``_live``
         self._live_sorted: dict[int, list[TrialRecord]] = {}  # in order of addition
         self._reprioritized = False  # a priority changed since ``take_reprioritized``
-        # What every unmeasured trial's alpha_i and c_i rest on (``fresh_alpha``,
-        # ``packing_measured``): when probes change it, every spec is computed again.
-        self._shared: tuple[float, bool] | None = None
+        # What every trial's c_i rests on (``fresh_alpha``, ``packing_measured``,
+        # ``throughput_only``): when it changes, every spec is computed again.
+        self._shared: tuple[float, bool, bool] | None = None
 
     def set_gpus(self, gpus: float) -> None:
         """The cluster has ``gpus`` GPUs now: every ``d_i`` is computed again."""
@@ -140,7 +144,18 @@ class SpecCache:
             w_min=rec.w_min, keeps_shape=self.keeps_shape(rec), asked=rec.asked,
             own_request=rec.request is not None, runs_to_end=self._runs_to_end(rec),
             probe=rec.probe, packing_measured=self._estimator.packing_measured,
-            ray_train=rec.ray_train, w_max=rec.w_max)
+            ray_train=rec.ray_train, w_max=rec.w_max, whole_budget=self.throughput_only())
+
+    def throughput_only(self) -> bool:
+        """Whether trials pack for throughput alone (``TrialFacts.whole_budget``): nothing
+        stops a trial before its budget, and a trial has run its whole budget.
+
+        Until then the first trials, one per GPU as under plain Tune, are the earliest chance
+        at any target a user watches for (each later trial's chance comes after theirs), and
+        packing would slow each of them by its ``alpha_i``; once one ended, the first wave's
+        chance is taken, and the grid's answer comes with its last trial.
+        """
+        return self.whole_budget and self._store.count(_DONE) > 0
 
     def leads(self, rec: TrialRecord) -> bool:
         """Whether the trial leads (``fluid.core.packing.is_leader``)."""
@@ -148,7 +163,8 @@ class SpecCache:
 
     def fresh_c(self) -> int:
         """``c_i`` a trial nothing is measured about would get now (a fresh one)."""
-        facts = TrialFacts(self._estimator.fresh_alpha, self._estimator.prior_beta)
+        facts = TrialFacts(self._estimator.fresh_alpha, self._estimator.prior_beta,
+                           whole_budget=self.throughput_only())
         return trial_limits(facts, self.config, self.tunables, self.gpus, self.exact)[0]
 
     def _runs_to_end(self, rec: TrialRecord) -> bool:
@@ -226,7 +242,7 @@ class SpecCache:
         when the experiment's packing measurement changed) and move them in or out of the
         live-by-group index."""
         est = self._estimator
-        shared = (est.fresh_alpha, est.packing_measured)
+        shared = (est.fresh_alpha, est.packing_measured, self.throughput_only())
         if shared != self._shared:
             self._shared = shared
             self._fresh.clear()

@@ -138,6 +138,31 @@ def test_a_one_gpu_script_under_fluid_ends_sooner_than_under_plain_tune(ray4x4, 
     assert walls["fluid"] < walls["tune"], walls
 
 
+def test_a_grid_of_cheap_packing_packs_after_its_first_wave_and_ends_sooner(ray4x4, tmp_path):
+    """A grid under FIFO: its answer comes with its last trial. Packing costs each trial 1.25x
+    (a pair runs 1.6x one trial's throughput, too costly to pack a trial that may reach a
+    target): the first wave runs alone as under plain Tune, the rest packs, and the grid
+    ends sooner."""
+    from fluid.train.modeled import modeled_trainable
+
+    trainable = ray.tune.with_resources(modeled_trainable, {"cpu": 0.1, "gpu": 1})
+    config = {"t1": 1.5, "iters": 4, "alpha": 1.25, "n": tune.grid_search(list(range(12)))}
+    walls, analyses = {}, {}
+    for name, executor in (("tune", None),
+                           ("fluid", FluidExecutor(alpha=1.25, cpus_per_trial=0.1))):
+        t0 = time.monotonic()
+        analyses[name] = tune.run(trainable, config=config, trial_executor=executor,
+                                  storage_path=str(tmp_path / name), verbose=0)
+        walls[name] = time.monotonic() - t0
+    for analysis in analyses.values():
+        assert sorted(len(analysis.trial_dataframes[t.trial_id]) for t in analysis.trials) == [4] * 12
+    trials = analyses["fluid"].trials
+    least = [min(analyses["fluid"].trial_dataframes[t.trial_id]["gpus"]) for t in trials]
+    assert least[:4] == [1.0] * 4, least  # the first wave, one GPU each
+    assert min(least[4:]) == 0.5, least
+    assert walls["fluid"] < walls["tune"], walls
+
+
 def test_resize_requests_opt_in_resizes_and_warns(ray4x4, tmp_path, caplog):
     ex = FluidExecutor(cpus_per_trial=0.1, eps=0.5, resize_requests=True, alpha=1.0)
     with caplog.at_level(logging.INFO, logger="fluid"):

@@ -16,7 +16,7 @@ from fluid.tune._options import FluidOptions
 from fluid.tune._planner import Planner
 from fluid.tune._records import LIVE, TRANSITIONS, Phase, TrialRecord, TrialStore
 
-from .planning import fake_trial, new_estimator, new_planner
+from .planning import fake_trial, file_records, make_planner, new_estimator, new_planner
 
 WIDTHS = [None, 0.5, 1.0, 2.0, 3.0]
 TUNABLES = Tunables(default_iteration_time=2.0)
@@ -101,3 +101,16 @@ def test_cached_specs_and_live_index_equal_a_recomputation(seed, prior, gpu_memo
             scan = [r for r in store.in_phase(LIVE) if r.group == g and r.width is not None]
             assert [id(r) for r in specs.live_of(g)] == [id(r) for r in scan], (step, g)
             assert live[g] == [fresh.specs.live_trial(r) for r in scan], (step, g)
+
+
+def test_trials_pack_for_throughput_once_one_ran_its_whole_budget_under_fifo():
+    # alpha 1.4: a pair adds 43% throughput, too costly for a target, enough for a grid
+    for whole_budget in (True, False):  # False: a scheduler may stop trials early
+        store, _, planner = make_planner(8.0, alpha=1.4)
+        planner.start(8.0, whole_budget=whole_budget)
+        recs = file_records(store, 3)
+        assert [planner.specs.spec(r).c for r in recs] == [1, 1, 1]  # the first wave: alone
+        store.move(recs[0], Phase.DONE)
+        packs = 2 if whole_budget else 1
+        assert [planner.specs.spec(r).c for r in recs[1:]] == [packs, packs]
+        assert planner.specs.fresh_c() == packs
