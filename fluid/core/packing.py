@@ -59,14 +59,14 @@ def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[st
     GPU), so a probe has a trial run alone on a half GPU and beside a mate there, in either
     order. ``hosts``: probes alone on their GPU whose time alone is measured: each is given
     the first ``candidates`` trial left as its mate. Then up to ``wanted`` new probes open on
-    idle GPUs: a *host*, a candidate with iterations enough left (the flag of each candidate:
-    one alone, one during which its mate starts, which measures neither degree, and one
-    beside the mate), else two candidates
-    together (each measured alone later, when the other has left or it has been promoted to a
-    whole GPU). ``candidates`` are waiting trials the algorithm does not wait on, in start
-    order. A new probe opens only while more candidates wait than there are idle GPUs (else
-    none of them would ever be packed). Returns the trials to start, how many probes opened,
-    and the pool after them.
+    idle GPUs, each with a *host*: a candidate with iterations enough left (the flag of each
+    candidate: one alone, one during which its mate starts, which measures neither degree,
+    and one beside the mate). No probe opens without one: two trials too short to be measured
+    alone would be measured only once one of them is promoted, on the trial the algorithm
+    then waits on, which also restarts to take its whole GPU. ``candidates`` are waiting
+    trials the algorithm does not wait on, in start order. A new probe opens only while more
+    candidates wait than there are idle GPUs (else none of them would ever be packed).
+    Returns the trials to start, how many probes opened, and the pool after them.
 
     Example (one host ready, one more probe wanted, three trials waiting on 2 GPUs):
         >>> pool = GpuPool(2)
@@ -91,16 +91,13 @@ def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[st
     # packing could never be used, and the probe would only slow its trials.
     while opened < wanted and len(waiting) > work.idle_count() > 0:
         k = next((i for i, (_, long_enough) in enumerate(waiting) if long_enough), None)
-        first = waiting.pop(k if k is not None else 0)[0]
-        if (gpus := work.place(first.id, PROBE_SHARE, 1, first.memory)) is None:
+        if k is None:
+            break
+        host = waiting.pop(k)[0]
+        if (gpus := work.place(host.id, PROBE_SHARE, 1, host.memory)) is None:
             continue
-        starts.append(Assignment(first.id, PROBE_SHARE, gpus))
+        starts.append(Assignment(host.id, PROBE_SHARE, gpus))
         opened += 1
-        if k is None and waiting:  # no host: two short trials together
-            mate = waiting.pop(0)[0]
-            gpus = work.join(mate.id, first.id, PROBE_SHARE, PROBE_PAIR, mate.memory)
-            if gpus is not None:
-                starts.append(Assignment(mate.id, PROBE_SHARE, gpus))
     return starts, opened, work if starts else pool
 
 

@@ -25,6 +25,7 @@ from collections import deque
 from typing import Any
 
 from fluid.core import Tunables, slowdown
+from fluid.core.overheads import c_from_alpha
 from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune._records import TrialRecord, TrialStore
 
@@ -79,15 +80,21 @@ class OverheadEstimator:
         profile's), else the median of the trials measured so far once ``probe_pairs`` are,
         else the conservative prior (trials of one experiment share a model family and the
         hardware; each trial's own measurement wins once it has one)."""
-        if self.alpha_given or len(self._store.own_alphas) < self._tunables.probe_pairs:
+        if self.alpha_given or not self.packing_measured:
             return self.prior_alpha
         return self.alpha
 
     @property
     def packing_measured(self) -> bool:
         """Whether ``fresh_alpha`` is a measurement (a profile's or a given ``alpha``, or the
-        median of ``probe_pairs`` trials' own), not the conservative prior."""
-        return self.alpha_given or len(self._store.own_alphas) >= self._tunables.probe_pairs
+        median of the trials' own), not the conservative prior: once ``probe_pairs`` trials
+        are measured, or sooner where those measured say packing is costly (``c_i`` of 1 under
+        ``o_th``): more probes could only confirm what the prior does already, each slowing
+        two trials."""
+        measured = len(self._store.own_alphas)
+        tunables = self._tunables
+        return (self.alpha_given or measured >= tunables.probe_pairs
+                or (measured > 0 and c_from_alpha(self.alpha, tunables.o_th, tunables.c_max) < 2))
 
     @property
     def alphas_measured(self) -> int:

@@ -57,7 +57,7 @@ class PackingProbes:
         """How many more trials' ``alpha_i`` the probes are to measure (0: no probing: a
         profile or enough measurements say what packing costs, or nothing may be packed)."""
         est, specs = self._estimator, self._specs
-        if est.alpha_given or not est.refine or specs.fresh_c() > 1:
+        if est.packing_measured or not est.refine or specs.fresh_c() > 1:
             return 0
         free = TrialFacts(1.0, est.prior_beta, alpha_measured=True)
         if trial_limits(free, specs.config, specs.tunables, specs.gpus, specs.exact)[0] < 2:
