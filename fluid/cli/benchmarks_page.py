@@ -21,6 +21,8 @@ SCORE = "--baselines tune,tune_tuned,fluid_one_gpu --seeds 10 --json"
 FIGURE7 = [(w, a) for w in ("cifar10", "wlm", "dcgan")
            for a in ("syncbohb", "hyperband", "bohb", "asha", "pbt")]
 PRESET_ALGS = ("syncbohb", "hyperband", "bohb", "asha")
+#: The paper's grid microbenchmark: (trials, GPU preset), cifar10 on 8 GPUs.
+GRIDS = [(n, g) for g in ("rtx6000", "h100") for n in (9, 27, 81)]
 #: The scoreboard's other cells: (result name, label, algorithm, workload, extra options, GPUs).
 PRESETS = ([(f"cifar10-{a}-{n}gpus", f"cifar10 {a}, {n} GPUs", a, "cifar10", (), n)
             for n in (4, 16) for a in PRESET_ALGS]
@@ -44,6 +46,10 @@ def _benchmarks() -> dict[str, tuple[str, ...]]:
                    gpus=16) for g in ("h100", "a100") for a in PRESET_ALGS]
     cells += [_sim(f"noprofile-{a}-{g}", a, "cifar10", "--baselines", "tune,fluid_one_gpu",
                    "--gpu", g, "--no-profile") for g in ("h100", "a100") for a in PRESET_ALGS]
+    cells += [_sim(f"noprofile-fig7-{w}-{a}", a, w, "--baselines", "tune", "--no-profile")
+              for w, a in FIGURE7]
+    cells += [_sim(f"grid-{n}-{g}", "grid", "cifar10", "--samples", str(n), "--gpu", g,
+                   "--baselines", "tune,fluid_one_gpu") for n, g in GRIDS]
     return dict(cells) | {
         "policy": ("bench", "policy", "--json"),
         "sim": ("bench", "sim", "--executors", "tune,fluid", "--json"),
@@ -206,17 +212,64 @@ def _no_profile_row(bare: dict, prof: dict) -> list[str]:
 
 def no_profile(res: Results) -> list[str]:
     """Fluid without a profile beside Fluid profiled."""
+    header = ["cell", "Fluid, profiled s", "Fluid, no profile s",
+              "no profile over profiled (time)", "fluid_vs_tune profiled",
+              "fluid_vs_tune no profile", "shape_gain no profile"]
+    fig7 = []
+    for w, a in FIGURE7:
+        bare, prof = res.get(f"noprofile-fig7-{w}-{a}"), res.get(f"fig7-{w}-{a}")
+        fig7.append([f"{w} {a}"] + (["(not run)", *[""] * 5] if bare is None or prof is None
+                                    else _no_profile_row(bare, prof)[:5] + ["-"]))
     rows, names = _paired(res, "noprofile", 6, _no_profile_row)
     return [
         "### Without a profile", "",
         "`--no-profile`: Fluid as a user who never ran `fluid profile` gets it. \"No profile "
         "over profiled\" is the geometric mean of per-seed ratios of the unprofiled time to "
         "target over the profiled one (above 1: no profile is slower).", "",
+        *res.provenance([f"noprofile-fig7-{w}-{a}" for w, a in FIGURE7],
+                        f"{PATTERN} --gpus 8 --no-profile --baselines tune --seeds 10 --json "
+                        "(beside Figure 7 above)"), "",
+        *table(header, fig7), "",
         *res.provenance(names, f"{PATTERN} --gpus 8 --gpu G --no-profile --baselines "
                         "tune,fluid_one_gpu (beside the profiled cells above)"), "",
-        *table(["cell", "Fluid, profiled s", "Fluid, no profile s",
-                "no profile over profiled (time)", "fluid_vs_tune profiled",
-                "fluid_vs_tune no profile", "shape_gain no profile"], rows), "",
+        *table(header, rows), "",
+    ]
+
+
+def median_makespan(out: dict[str, Any], executor: str) -> str:
+    """Median makespan of ``executor`` over seeds, in simulated seconds."""
+    spans = [r["makespan"] for r in out["results"] if r["executor"] == executor]
+    return f"{statistics.median(spans):,.0f}" if spans else "-"
+
+
+def grids(res: Results) -> list[str]:
+    """The paper's grid microbenchmark: a grid's answer comes with its last trial."""
+    names = [f"grid-{n}-{g}" for n, g in GRIDS]
+    rows = []
+    for (n, g), name in zip(GRIDS, names, strict=True):
+        out = res.get(name)
+        if out is None:
+            rows.append([f"{n} trials, {g}", "(not run)", *[""] * 6])
+            continue
+        speed, ci = out["speedup"], out["speedup_ci95"]
+        rows.append([f"{n} trials, {g}", median_makespan(out, "tune"),
+                     median_makespan(out, "fluid"), median_makespan(out, "lower_bound"),
+                     *(cell(speed.get(k), ci.get(k)) for k in (
+                         "fluid_vs_tune_makespan", "fluid_vs_tune", "shape_gain_makespan",
+                         "shape_gain"))])
+    return [
+        "### Grid search: the answer comes with the last trial", "",
+        "The paper's microbenchmark: a cifar10 grid of 9 (learning rate x batch size), 27 (x "
+        "filters) and 81 (the 27 three times) trials on 8 GPUs. Every trial runs its whole "
+        "budget, so its makespan is when the user has the answer; `fluid_vs_tune` is the time "
+        "to the accuracy target. Makespans are medians over seeds; the oracle is "
+        "`lower_bound`'s.", "",
+        *res.provenance(names, "fluid simulate --algorithm grid --workload cifar10 --gpus 8 "
+                        "--samples N --gpu G --baselines tune,fluid_one_gpu --seeds 10 --json"),
+        "",
+        *table(["cell", "Tune makespan s", "Fluid makespan s", "oracle makespan s",
+                "fluid_vs_tune_makespan", "fluid_vs_tune", "shape_gain_makespan", "shape_gain"],
+               rows), "",
     ]
 
 
@@ -327,7 +380,7 @@ def paper(res: Results) -> list[str]:
 def page(res: Results) -> str:
     """docs/benchmarks.md from ``res``."""
     parts = [*INTRO.splitlines(), ""]
-    for section in (figure7, ceiling, no_profile, paper, policy_and_simulator, validation,
+    for section in (figure7, ceiling, no_profile, grids, paper, policy_and_simulator, validation,
                     real_runs):
         parts += section(res)
     wrapped = [line if line.startswith("|") else textwrap.fill(line, 96, break_long_words=False,

@@ -52,6 +52,25 @@ def test_no_profile_and_the_ceiling_pair_cells_seed_by_seed(tmp_path: Path) -> N
     assert "| cifar10 asha, h100 | 220 | 110 | 11 | 2.00x [2.00, 2.00] |" in text
 
 
+def test_grid_rows_show_makespans_and_unprofiled_figure_7_rows_pair_with_profiled(
+        tmp_path: Path) -> None:
+    grid = _cell(100.0, 80.0)
+    for row in grid["results"]:
+        row["makespan"] = {"tune": 900.0, "fluid": 600.0, "fluid_one_gpu": 900.0,
+                           "lower_bound": 500.0}[row["executor"]]
+    grid["speedup"] = {"fluid_vs_tune_makespan": 1.5, "fluid_vs_tune": 1.25,
+                       "shape_gain_makespan": 1.5, "shape_gain": 1.25}
+    grid["speedup_ci95"] = {k: [1.0, 2.0] for k in grid["speedup"]}
+    _write(tmp_path, "grid-27-h100", grid)
+    _write(tmp_path, "fig7-wlm-asha", _cell(200.0, 100.0))
+    _write(tmp_path, "noprofile-fig7-wlm-asha", _cell(200.0, 200.0))
+    text = page(Results(tmp_path))
+    assert ("| 27 trials, h100 | 900 | 600 | 500 | 1.50x [1.00, 2.00] | 1.25x [1.00, 2.00] | "
+            "1.50x [1.00, 2.00] | 1.25x [1.00, 2.00] |") in text
+    assert "| 9 trials, rtx6000 | (not run) |" in text
+    assert "| wlm asha | 110 | 220 | 2.00x [2.00, 2.00] | 2.00x [1.00, 2.00] | 1.00x [1.00, 2.00] | - |" in text
+
+
 def test_the_paper_section_keeps_its_own_heading_and_no_second_figure_7(tmp_path: Path) -> None:
     _write(tmp_path, "paper", {"markdown": "# Benchmarks\n\n## Simulator\n\n### Table 2\nrow\n"
                                            "### Figure 7: time to target\nseven\n"
