@@ -170,8 +170,10 @@ def predict_modeled(job: str, t1: list[float], iters: int, gpus: int, start_s: f
     costs = RestartCosts(actor_start_s=max(0.0, start_s), gang_setup_s=0.0)
     algorithm = "hyperband" if job == "hyperband" else "grid"
     opts = {"alpha": alpha, "beta": beta} if fluid_options is None else fluid_options
+    # each t1 once: the whole grid, or HyperBand's one sample of the grid_search space
+    samples = len(t1) if algorithm == "grid" else 1
     return {
-        ex: run_experiment(algorithm, workload, ex, 0, gpus, samples=1, costs=costs,
+        ex: run_experiment(algorithm, workload, ex, 0, gpus, samples=samples, costs=costs,
                            time_noise=0.0, fluid_options=opts).makespan
         for ex in ("tune", "fluid")
     }
