@@ -239,6 +239,21 @@ def test_a_measured_cheap_packing_is_used_and_a_costly_one_is_not():
     assert planner.specs.spec(cheap).c == 2 and planner.specs.spec(costly).c == 1
 
 
+def test_one_measurement_that_says_packing_is_costly_ends_probing():
+    store, est, planner = _setup(gpus=1.0)
+    assert planner.packing.wanted() == T.probe_pairs
+    cheap, costly = _records(store, 2)
+    store.update(cheap, raw={1.0: deque([10.0] * 5), 0.5: deque([10.5] * 5)})
+    est.refine_overheads(cheap)  # one cheap measurement: one more trial is probed
+    assert not est.packing_measured and planner.packing.wanted() == T.probe_pairs - 1
+    store2, est2, planner2 = _setup(gpus=1.0)
+    (rec,) = _records(store2, 1)
+    store2.update(rec, raw={1.0: deque([10.0] * 5), 0.5: deque([14.0] * 5)})
+    est2.refine_overheads(rec)  # alpha_i 1.4: c_i of 1 under o_th
+    assert est2.packing_measured and est2.fresh_alpha == pytest.approx(1.4)
+    assert planner2.packing.wanted() == 0
+
+
 def test_one_gpu_time_of_a_trial_is_its_own_measured_time():
     store, est, _ = _setup()
     (rec,) = _records(store, 1, actual=1.0, fresh_start=False)
