@@ -146,7 +146,7 @@ def test_a_grid_of_cheap_packing_packs_after_its_first_wave_and_ends_sooner(ray4
     from fluid.train.modeled import modeled_trainable
 
     trainable = ray.tune.with_resources(modeled_trainable, {"cpu": 0.1, "gpu": 1})
-    config = {"t1": 1.5, "iters": 4, "alpha": 1.25, "n": tune.grid_search(list(range(12)))}
+    config = {"t1": 2.0, "iters": 4, "alpha": 1.25, "n": tune.grid_search(list(range(12)))}
     walls, analyses = {}, {}
     for name, executor in (("tune", None),
                            ("fluid", FluidExecutor(alpha=1.25, cpus_per_trial=0.1))):
