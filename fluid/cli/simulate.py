@@ -226,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
     quiet_logs()
     check_number("--gpus", args.gpus, 1, optional=True)
     check_number("--seeds", args.seeds, 1)
+    check_number("--samples", args.samples, 1, optional=True)
     if args.references and not args.validate:
         raise ValueError("--references needs --validate (it names a packing reference file)")
     if args.validate:

@@ -125,6 +125,9 @@ def test_a_grid_is_sized_by_samples_or_the_size_is_refused_by_name(capsys):
                  "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "--samples" in err and "27" in err and "got 10" in err
+    assert main(["simulate", "--algorithm", "asha", "--workload", "cifar10", "--samples", "0",
+                 "--no-progress"]) == 2
+    assert "--samples" in capsys.readouterr().err
 
 
 def test_bench_sim_small(capsys):
