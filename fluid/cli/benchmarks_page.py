@@ -94,16 +94,18 @@ class Results:
         return lines
 
 
-def median_time(out: dict[str, Any], executor: str) -> str:
-    """Median time to target of ``executor`` over seeds, in simulated seconds."""
-    times = list(per_seed_times(out, executor).values())
+def median_time(out: dict[str, Any], executor: str, key: str = "time_to_target") -> str:
+    """Median over seeds of ``executor``'s time to target (or other time ``key``, such as
+    ``makespan``), in simulated seconds."""
+    times = list(per_seed_times(out, executor, key).values())
     return f"{statistics.median(times):,.0f}" if times else "-"
 
 
-def per_seed_times(out: dict[str, Any], executor: str) -> dict[int, float]:
-    """Time to target of ``executor`` by seed."""
-    return {r["seed"]: r["time_to_target"] for r in out["results"]
-            if r["executor"] == executor and r["time_to_target"] is not None}
+def per_seed_times(out: dict[str, Any], executor: str,
+                   key: str = "time_to_target") -> dict[int, float]:
+    """Time to target (or other time ``key``) of ``executor`` by seed."""
+    return {r["seed"]: r[key] for r in out["results"]
+            if r["executor"] == executor and r[key] is not None}
 
 
 def ratio_cell(slow: dict[int, float], fast: dict[int, float]) -> str:
@@ -236,12 +238,6 @@ def no_profile(res: Results) -> list[str]:
     ]
 
 
-def median_makespan(out: dict[str, Any], executor: str) -> str:
-    """Median makespan of ``executor`` over seeds, in simulated seconds."""
-    spans = [r["makespan"] for r in out["results"] if r["executor"] == executor]
-    return f"{statistics.median(spans):,.0f}" if spans else "-"
-
-
 def grids(res: Results) -> list[str]:
     """The paper's grid microbenchmark: a grid's answer comes with its last trial."""
     names = [f"grid-{n}-{g}" for n, g in GRIDS]
@@ -252,8 +248,8 @@ def grids(res: Results) -> list[str]:
             rows.append([f"{n} trials, {g}", "(not run)", *[""] * 6])
             continue
         speed, ci = out["speedup"], out["speedup_ci95"]
-        rows.append([f"{n} trials, {g}", median_makespan(out, "tune"),
-                     median_makespan(out, "fluid"), median_makespan(out, "lower_bound"),
+        rows.append([f"{n} trials, {g}",
+                     *(median_time(out, ex, "makespan") for ex in ("tune", "fluid", "lower_bound")),
                      *(cell(speed.get(k), ci.get(k)) for k in (
                          "fluid_vs_tune_makespan", "fluid_vs_tune", "shape_gain_makespan",
                          "shape_gain"))])

@@ -5,7 +5,8 @@ from a frozen view of the trials, the GPUs and the measurements, where StaticFlu
 DynamicFluid may act (every constant is a field of ``Tunables``):
 
 * **limits** (``trial_limits``): a trial's ``c_i`` from its ``alpha_i`` under ``o_th``
-  (``makespan_o_th`` where every trial runs its whole budget: a grid under FIFO), ``c_max``; ``d_i`` from its ``beta_i`` under ``s_th``, at most ``probe_d`` until its own
+  (``makespan_o_th`` where trials pack for throughput alone: a grid under FIFO after its first
+  wave), ``c_max``; ``d_i`` from its ``beta_i`` under ``s_th``, at most ``probe_d`` until its own
   ``beta_i`` is measured and one GPU until its iteration time is; a *leader* (``is_leader``:
   a trial the algorithm waits on, priority > 0, or one whose budget runs to its own stop)
   runs alone unless its own ``alpha_i < priority_alpha``; a ``keep_shape`` trial (a PBT
@@ -79,9 +80,10 @@ class TrialFacts:
             ``alpha`` is a measurement, not the conservative prior.
         ray_train: it runs a Ray Train trainer, one worker per GPU (``fluid.shapes.train_workers``).
         w_max: most width it allows (``None``: no bound of its own).
-        whole_budget: every trial of the experiment runs its whole budget (nothing stops one
-            early: a grid or a random search under FIFO), so the answer comes when the last
-            one ends and the makespan's threshold applies (``Tunables.makespan_o_th``).
+        throughput_only: trials pack for throughput alone: every trial of the experiment runs
+            its whole budget (nothing stops one early: a grid or a random search under FIFO)
+            and one has ended, so the answer comes when the last one ends and the makespan's
+            threshold applies (``Tunables.makespan_o_th``).
     """
 
     alpha: float
@@ -101,7 +103,7 @@ class TrialFacts:
     packing_measured: bool = False
     ray_train: bool = False
     w_max: float | None = None
-    whole_budget: bool = False
+    throughput_only: bool = False
 
 
 def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gpus: float,
@@ -128,7 +130,7 @@ def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gp
         d = max(1, int(facts.w_min or 1))
     # Packing delays a trial that reaches the target, unless every trial runs to its end
     # anyway: then only throughput counts, and a pair packs as soon as it adds some.
-    o_th = tunables.makespan_o_th if facts.whole_budget else config.o_th
+    o_th = tunables.makespan_o_th if facts.throughput_only else config.o_th
     c = c_from_alpha(facts.alpha, o_th, config.c_max)
     if config.c is not None:
         c = config.c if exact else min(c, config.c)

@@ -77,9 +77,10 @@ class OverheadEstimator:
     @property
     def fresh_alpha(self) -> float:
         """``alpha_i`` of a trial with no packing measurement of its own: the prior given (a
-        profile's), else the median of the trials measured so far once ``probe_pairs`` are,
-        else the conservative prior (trials of one experiment share a model family and the
-        hardware; each trial's own measurement wins once it has one)."""
+        profile's), else the median of the trials measured so far once that counts as a
+        measurement (``packing_measured``), else the conservative prior (trials of one
+        experiment share a model family and the hardware; each trial's own measurement wins
+        once it has one)."""
         if self.alpha_given or not self.packing_measured:
             return self.prior_alpha
         return self.alpha

@@ -144,10 +144,10 @@ class SpecCache:
             w_min=rec.w_min, keeps_shape=self.keeps_shape(rec), asked=rec.asked,
             own_request=rec.request is not None, runs_to_end=self._runs_to_end(rec),
             probe=rec.probe, packing_measured=self._estimator.packing_measured,
-            ray_train=rec.ray_train, w_max=rec.w_max, whole_budget=self.throughput_only())
+            ray_train=rec.ray_train, w_max=rec.w_max, throughput_only=self.throughput_only())
 
     def throughput_only(self) -> bool:
-        """Whether trials pack for throughput alone (``TrialFacts.whole_budget``): nothing
+        """Whether trials pack for throughput alone (``TrialFacts.throughput_only``): nothing
         stops a trial before its budget, and a trial has run its whole budget.
 
         Until then the first trials, one per GPU as under plain Tune, are the earliest chance
@@ -164,7 +164,7 @@ class SpecCache:
     def fresh_c(self) -> int:
         """``c_i`` a trial nothing is measured about would get now (a fresh one)."""
         facts = TrialFacts(self._estimator.fresh_alpha, self._estimator.prior_beta,
-                           whole_budget=self.throughput_only())
+                           throughput_only=self.throughput_only())
         return trial_limits(facts, self.config, self.tunables, self.gpus, self.exact)[0]
 
     def _runs_to_end(self, rec: TrialRecord) -> bool:

@@ -76,8 +76,8 @@ def test_tunables_name_the_field_and_range() -> None:
     (TrialFacts(2.0, 2.0, probe=True), (2, 1, None)),  # a packing probe shares its GPU
     # every trial runs its whole budget: a pair packs wherever it adds throughput
     (TrialFacts(1.4, 2.0, packing_measured=True), (1, 1, None)),
-    (TrialFacts(1.4, 2.0, packing_measured=True, whole_budget=True), (2, 1, None)),
-    (TrialFacts(1.85, 2.0, packing_measured=True, whole_budget=True), (1, 1, None)),
+    (TrialFacts(1.4, 2.0, packing_measured=True, throughput_only=True), (2, 1, None)),
+    (TrialFacts(1.85, 2.0, packing_measured=True, throughput_only=True), (1, 1, None)),
     (TrialFacts(2.0, 2.0, probe=True, priority=1), (1, 1, None)),  # never a leader
     (TrialFacts(1.0, 2.0, min_share=0.5), (2, 1, None)),  # ran out of memory below 1/2
     (TrialFacts(1.0, 1.0, w_min=2.0), (2, 2, 2.0)),  # rigid, asked for 2 GPUs
