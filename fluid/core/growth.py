@@ -30,7 +30,7 @@ def grows_to(spec: TrialSpec, w: float, cost: float, config: PolicyConfig, whole
     ``cost`` (``None``: none does). One restart pays for any number of extra GPUs, so a trial
     that one more GPU would not pay a restart for may still grow onto several (a packed
     share as fast as a whole GPU, ``alpha ~ 1``, gains only from a gang, the same way)."""
-    if room < 1:
+    if room < 1 or spec.fixed_share:
         return None
     packed = is_packed(w)
     lo = 1 if packed else int(w) + 1
@@ -137,7 +137,7 @@ def widen_shares(packed: Sequence[TrialSpec], pool: GpuPool) -> dict[str, float]
     if not roomy:
         return wider  # every packed GPU is full (most plans of a busy cluster)
     shares = [(spec, pool.share_of(spec.id)) for spec in packed
-              if spec.alpha > 1.0 and pool.where(spec.id)[0] in roomy]
+              if spec.alpha > 1.0 and not spec.fixed_share and pool.where(spec.id)[0] in roomy]
     for spec, share in sorted(shares, key=lambda x: -x[0].runtime_at(x[1])):
         for k in range(2, round(1.0 / share)):
             if pool.reshare(spec.id, 1.0 / k):
@@ -157,7 +157,7 @@ def grow_alone(candidates: Sequence[tuple[TrialSpec, float, float]], pool: GpuPo
     alone = pool.alone_packed()
     grown: dict[str, tuple[int, ...]] = {}
     for spec, w, cost in candidates:
-        if (spec.id in alone and is_packed(w)
+        if (spec.id in alone and is_packed(w) and not spec.fixed_share
                 and spec.runtime_at(1.0) + cost < spec.runtime_at(w) - WIDTH_TOL):
             gpus = pool.move(spec.id, 1.0, config.c_of(spec), spec.memory)
             if gpus is not None:

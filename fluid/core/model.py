@@ -62,7 +62,8 @@ class TrialSpec:
             for trainables that cannot run as a gang.
         memory: peak GPU memory of one replica in GB; ``None`` when unknown (not checked).
         w_min: least width the trial may get (what its user asked for: a share, one GPU,
-            ``g`` GPUs); ``None``: any width from ``1/c_i``.
+            ``g`` GPUs); ``None``: any width from ``1/c_i``. A share below one GPU is also
+            the most it gets (``fixed_share``).
     """
 
     id: str
@@ -95,6 +96,13 @@ class TrialSpec:
             check_number("w_min", self.w_min, 0, low_open=True, optional=True)
         except ValueError as e:
             raise ValueError(f"trial {self.id!r}: {e}") from None
+
+    @property
+    def fixed_share(self) -> bool:
+        """Its user asked for a share of a GPU (``w_min`` below one): a packing decision
+        made, so it runs on exactly that share, never widened, grown or resized (as under
+        plain Tune, where the share also leaves room for the others it was meant for)."""
+        return self.w_min is not None and self.w_min < 1 - WIDTH_TOL
 
     def slowdown(self, w: float) -> float:
         """``f(w)`` for this trial's ``alpha`` and ``beta``."""

@@ -190,8 +190,9 @@ class LiveTrial:
     def of(cls, spec: TrialSpec, width: float, tunables: Tunables, *, pausable: bool = False,
            resizes: int = 0, **facts: int | bool) -> LiveTrial:
         """A running trial at ``width``; resizable while pausable and resized fewer than
-        ``max_resizes`` times in its rung (anti-oscillation)."""
-        running = RunningTrial(spec, width, pausable and resizes < tunables.max_resizes)
+        ``max_resizes`` times in its rung (anti-oscillation), unless on a ``fixed_share``."""
+        running = RunningTrial(spec, width, pausable and resizes < tunables.max_resizes
+                               and not spec.fixed_share)
         return cls(running, pausable=pausable, resizes=resizes, **facts)  # type: ignore[arg-type]
 
     @property

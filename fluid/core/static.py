@@ -116,8 +116,9 @@ def _water_fill(
         alphas = np.array([t.alpha for t in sharing], dtype=float)
         costly = alphas > 1.0
         k = packed.size
+        fixed = np.array([t.fixed_share for t in sharing], dtype=bool)
         if left >= 1:
-            slow = (cs > 1) & costly & (h[packed] * alphas > total / n)
+            slow = (cs > 1) & costly & ~fixed & (h[packed] * alphas > total / n)
             promoted = np.flatnonzero(slow)[:left]
             cs[promoted], costly[promoted] = 1.0, False
             left, k = left - promoted.size, k - promoted.size
@@ -127,7 +128,7 @@ def _water_fill(
         for i, share in zip(packed.tolist(), shares, strict=True):
             widths[i] = share
     for i, t in enumerate(order):
-        if t.w_min is not None and widths[i] < t.w_min - WIDTH_TOL:
+        if t.w_min is not None and (widths[i] < t.w_min - WIDTH_TOL or t.fixed_share):
             widths[i] = t.w_min  # what the user asked for, even beyond the free capacity
     return order, widths
 

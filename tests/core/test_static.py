@@ -194,6 +194,23 @@ def test_w_min_is_a_floor_of_every_plan() -> None:
     assert pool.share_of("asked") == 2.0
 
 
+def test_a_share_asked_for_is_exactly_that_share() -> None:
+    # Six trials that asked for half a GPU on four GPUs, packing unmeasured (alpha 2): each on
+    # its 0.5, all six at once, as under plain Tune; no idle GPU or unused share widens one.
+    trials = [TrialSpec(f"h{i}", 1.0, alpha=2.0, c=2, w_min=0.5) for i in range(6)]
+    assert all(t.fixed_share for t in trials)
+    assert not TrialSpec("one", 1.0, w_min=1.0).fixed_share
+    plan = static_fluid(trials, GpuPool(4), PolicyConfig())
+    assert set(plan.widths.values()) == {0.5} and not plan.waiting
+    assert {a.width for a in plan.started} == {0.5}
+    # Alone on a GPU with three idle ones: not handed out, not grown, not resized later.
+    pool = GpuPool(4)
+    pool.place("h0", 0.5, c=2)
+    assert hand_out([(trials[0], 0.5, 0.0)], pool, PolicyConfig()) == {}
+    plan = dynamic_fluid([RunningTrial(trials[0], 0.5)], [], pool, PolicyConfig())
+    assert not plan.resized and plan.pool.share_of("h0") == 0.5
+
+
 def test_a_packed_trial_that_would_end_last_gets_a_whole_gpu() -> None:
     # 2 GPUs, c = 4, d = 1 (a random group of test_bounds, 1.18x behind best found before):
     # water level (276 + 587 + 705 + 7) / 2 = 788 s; t2 at half a GPU would take

@@ -82,7 +82,8 @@ def reference_widths(trials: list[TrialSpec], n: float, config: PolicyConfig) ->
     packed trials with ``alpha_i > 1`` slower at half a GPU than ``total / n`` promoted to one
     GPU while GPUs are left, the other packed shares widened to ``1/min(c_i, ceil(k / GPUs
     left))`` for trials with ``alpha_i > 1`` (``k`` packed trials not promoted; GPUs left:
-    ``floor(n - sum of the others' w_i)``), then ``w_min``."""
+    ``floor(n - sum of the others' w_i)``), then ``w_min``; a share asked for (``w_min``
+    below one) is exactly that share, never promoted."""
     order = sorted(trials, key=lambda t: -t.runtime)
     total = sum(t.runtime for t in order)
     whole = math.floor(n + TOL)
@@ -96,7 +97,7 @@ def reference_widths(trials: list[TrialSpec], n: float, config: PolicyConfig) ->
     promoted = []
     for t in packed:  # slower at 1/2 than the water level total / n: one GPU, while any left
         if (left >= 1 and config.c_of(t) > 1 and t.alpha > 1.0
-                and t.runtime * t.alpha > total / n):
+                and t.runtime * t.alpha > total / n and not asked_share(t)):
             widths[t.id] = 1.0
             promoted.append(t)
             left -= 1
@@ -105,9 +106,14 @@ def reference_widths(trials: list[TrialSpec], n: float, config: PolicyConfig) ->
             k = len(packed) - len(promoted)
             widths[t.id] = 1 / min(config.c_of(t), max(1, math.ceil(k / left)))
     for t in order:
-        if t.w_min is not None and widths[t.id] < t.w_min - TOL:
+        if t.w_min is not None and (widths[t.id] < t.w_min - TOL or asked_share(t)):
             widths[t.id] = t.w_min
     return widths
+
+
+def asked_share(t: TrialSpec) -> bool:
+    """Its user asked for a share below one GPU: it keeps exactly that share."""
+    return t.w_min is not None and t.w_min < 1 - TOL
 
 
 def reference_hand_out(
@@ -124,6 +130,7 @@ def reference_hand_out(
     def neighbours(tid: str) -> list[str]:
         return [t for g in pool.where[tid] for t in pool.gpus[g] if t != tid]
 
+    active = [i for i in active if not asked_share(started[i][0])]
     lonely = {s.id for s, w in started if is_packed(w) and not neighbours(s.id)}
     while active and (pool.idle() or lonely):
         i = min(active, key=lambda i: (-started[i][0].runtime_at(width[started[i][0].id]), i))
@@ -166,7 +173,8 @@ def reference_widen(started: list[tuple[TrialSpec, float]], pool: NaivePool) -> 
     """Packed trials with ``alpha_i > 1``, the one that would end last first, each to the
     widest ``1/k`` (``k >= 2``) that fits in what its GPU's shares leave."""
     wider: dict[str, float] = {}
-    costly = [(s, w) for s, w in started if is_packed(w) and s.alpha > 1.0]
+    costly = [(s, w) for s, w in started if is_packed(w) and s.alpha > 1.0
+              and not asked_share(s)]
     for spec, w in sorted(costly, key=lambda x: -x[0].runtime_at(x[1])):
         (g,) = pool.where[spec.id]
         rest = pool.used(g) - w
@@ -183,7 +191,8 @@ def reference_grow_alone(started: list[tuple[TrialSpec, float]], pool: NaivePool
     """While trials wait: packed trials alone on their GPU that are faster on one GPU move to
     the first idle GPU (their own, released, counts)."""
     grown: dict[str, float] = {}
-    alone = [s for s, w in started if is_packed(w) and len(pool.gpus[pool.where[s.id][0]]) == 1]
+    alone = [s for s, w in started if is_packed(w) and not asked_share(s)
+             and len(pool.gpus[pool.where[s.id][0]]) == 1]
     for spec in alone:
         (g,) = pool.where[spec.id]
         if spec.runtime_at(1.0) < spec.runtime_at(pool.gpus[g][spec.id][0]) - TOL:

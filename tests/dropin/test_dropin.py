@@ -67,6 +67,10 @@ SCRIPTS = [
     Script("fractional", _asking({"cpu": 0.5, "gpu": 0.5}),
            {"q": tune.grid_search([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]), "iters": 3,
             "t": 0.3}, trials=8, expect=8),
+    # Fewer shares than fit: each still on exactly its 0.5 GPU, all at once (none widened).
+    Script("fractional-6", _asking({"cpu": 0.5, "gpu": 0.5}),
+           {"q": tune.grid_search([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]), "iters": 3, "t": 0.3},
+           trials=6, expect=6),
     Script("one-gpu", _gpu(1), GRID4, trials=4, expect=4),
     Script("two-gpus", _gpu(2), {"q": tune.grid_search([0.3, 0.6]), "iters": 3, "t": 0.3},
            trials=2, expect=2),
@@ -132,7 +136,7 @@ def test_fluid_runs_the_script_at_least_as_well_as_tune(cluster, tmp_path, scrip
     if script.name == "cpu":  # asked for no GPU: none, as under plain Tune
         assert set(fluid.column("trial_gpus")) == {0.0} and set(fluid.column("gpu_ids")) == {0}
         assert set(fluid.column("fluid_shape")) == {"no GPU"}
-    if script.name == "fractional":  # a share asked for is the share it runs on
+    if script.name.startswith("fractional"):  # a share asked for is the share it runs on
         assert set(fluid.column("trial_gpus")) == {0.5}, set(fluid.column("trial_gpus"))
 
 
@@ -151,8 +155,8 @@ def test_an_unmarked_ray_train_trial_completes_as_under_tune(cluster, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_share_stays_exactly_as_asked_with_resize_requests_false(cluster, tmp_path):
-    script = SCRIPTS[1]
+@pytest.mark.parametrize("script", SCRIPTS[1:3], ids=[s.name for s in SCRIPTS[1:3]])
+def test_a_share_stays_exactly_as_asked_with_resize_requests_false(cluster, tmp_path, script):
     fluid = run(script, True, tmp_path, resize_requests=False)
     check_completes_once(script, fluid)
     assert set(fluid.column("trial_gpus")) == {0.5}
