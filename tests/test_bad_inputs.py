@@ -4,7 +4,7 @@ allowed, or Ray's own behaviour where Ray has one.
 Covers FluidExecutor's options (its public constructor), every ``fluid`` subcommand's
 arguments, bad files for ``fluid plan`` / ``fluid report`` / ``fluid simulate --replay``, the
 schedulers' settings (as Ray's classes), cluster states met at the first trial (no GPUs, a
-trial larger than the cluster, ``reuse_actors``) and bad trainables (against plain Tune).
+trial larger than the cluster) and bad trainables (against plain Tune).
 """
 
 from __future__ import annotations
@@ -95,8 +95,8 @@ class _Gpus:
         return self.n
 
 
-def _controller(reuse_actors: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(_reuse_actors=reuse_actors)
+def _controller() -> SimpleNamespace:
+    return SimpleNamespace()
 
 
 def _trial(gpus: float = 0.0) -> Trial:
@@ -105,15 +105,14 @@ def _trial(gpus: float = 0.0) -> Trial:
     return trial
 
 
-@pytest.mark.parametrize(("gpus", "reuse", "asks", "text"), [
-    (0, False, 1, "the Ray cluster has no GPUs; .* ray.init\\(num_gpus=N\\).*wait_for_nodes"),
-    (2, True, 0, "reuse_actors=True cannot be used with FluidExecutor"),
-    (2, False, 3, "asks for 3 GPUs but the cluster has 2"),
+@pytest.mark.parametrize(("gpus", "asks", "text"), [
+    (0, 1, "the Ray cluster has no GPUs; .* ray.init\\(num_gpus=N\\).*wait_for_nodes"),
+    (2, 3, "asks for 3 GPUs but the cluster has 2"),
 ])
-def test_cluster_states_at_the_first_trial(gpus, reuse, asks, text):
+def test_cluster_states_at_the_first_trial(gpus, asks, text):
     ex = FluidExecutor(resources=_Gpus(gpus), wait_for_nodes=False)
     with pytest.raises(FluidConfigError, match=text) as e:
-        ex.on_trial_add(_controller(reuse), _trial(asks))
+        ex.on_trial_add(_controller(), _trial(asks))
     assert "\n" not in str(e.value)
 
 

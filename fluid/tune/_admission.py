@@ -1,6 +1,6 @@
 """Which trials FluidExecutor admits, and how: the record of a new trial (a Ray Train trial
-sized by its mark), set-ups it refuses (actor reuse), finished trials Tune re-adds on restore,
-and packed trials that ran out of GPU memory. (A cluster too small for a trial waits for nodes:
+sized by its mark), finished trials Tune re-adds on restore, and packed trials that ran out of
+GPU memory. (A cluster too small for a trial waits for nodes:
 ``waiting``.)"""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from fluid.core.tolerances import WIDTH_TOL
 from fluid.shapes.extras import extras_of
 from fluid.shapes.train_workers import WorkerRange, train_bounds, worker_range
 from fluid.tune import _ray_compat as compat
-from fluid.tune._options import FluidConfigError
 from fluid.tune._placement_groups import cpus_of, describe, is_elastic_class, width_of
 from fluid.tune._records import OUTSTANDING, Phase, TrialRecord, TrialStore, stop_of
 from fluid.tune._state_file import apply_saved
@@ -150,16 +149,6 @@ def widen_after_oom(store: TrialStore, rec: TrialRecord | None, error: Exception
                    "(not counted in max_failures)", rec.trial, describe(rec.actual),
                    describe(rec.min_share))
     return True
-
-
-def check_setup(controller: Any) -> None:
-    """Refuse what Fluid cannot run under: reused actors (a cluster too small for now waits
-    for nodes: ``waiting``)."""
-    if compat.reuses_actors(controller):
-        raise FluidConfigError(
-            "reuse_actors=True cannot be used with FluidExecutor: every trial gets its own "
-            "placement group shape; pass reuse_actors=False"
-        )
 
 
 def stop_stranded(store: TrialStore, tc: Any) -> None:

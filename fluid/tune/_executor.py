@@ -138,7 +138,6 @@ class FluidExecutor(TrialScheduler):
         self._checked = True
         controller = compat.controller_of(tc)
         gpus, cpus = self._capacity.connect()
-        admission.check_setup(controller)
         self._life.open(gpus, self.options.policy.gpu_memory)
         self._planner.start(gpus, cpus, whole_budget=type(self.base) is FIFOScheduler)
         self.report.start(controller)

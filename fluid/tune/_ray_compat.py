@@ -122,15 +122,6 @@ def controller_of(tc: Any) -> Any:
     return getattr(tc, "_tune_controller", tc)
 
 
-def reuses_actors(controller: Any) -> bool:
-    """Whether the experiment reuses trial actors (``reuse_actors=True``).
-
-    Why: the option lives only in ``TuneController._reuse_actors``; Fluid must refuse it, since a
-    reused actor keeps its old placement group shape.
-    """
-    return bool(getattr(controller, "_reuse_actors", False))
-
-
 def search_finished(controller: Any) -> bool:
     """Whether the experiment's search algorithm will add no more trials.
 

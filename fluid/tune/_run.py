@@ -40,11 +40,6 @@ def run(run_or_experiment: Any, *args: Any, trial_executor: Any = None, **kwargs
             "trial_executor must be a fluid.FluidExecutor (Ray removed its own trial executors "
             f"in 2.7), got {type(trial_executor).__name__}"
         )
-    if kwargs.get("reuse_actors"):
-        raise FluidConfigError(
-            "reuse_actors=True cannot be used with FluidExecutor: every trial gets its own "
-            "placement group shape; pass reuse_actors=False"
-        )
     scheduler = kwargs.pop("scheduler", None)
     if scheduler is not None:
         if isinstance(scheduler, str) or not isinstance(scheduler, TrialScheduler):

@@ -109,9 +109,6 @@ def test_plain_trainable_with_asha_matches_plain_tune(ray4, tmp_path):
 
 
 def test_bad_input_is_refused(ray4, tmp_path):
-    with pytest.raises(FluidConfigError, match="reuse_actors"):
-        tune.run(modeled, trial_executor=_ex(), reuse_actors=True, verbose=0,
-                 storage_path=str(tmp_path))
     with pytest.raises(FluidConfigError, match="trial_executor must be a fluid.FluidExecutor"):
         tune.run(modeled, trial_executor="ray", verbose=0, storage_path=str(tmp_path))
     def greedy_trainable(config):  # with_resources sets an attribute: not on a shared function

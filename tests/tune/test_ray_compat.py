@@ -35,11 +35,9 @@ def test_scheduler_hooks_get_a_wrapper_around_the_controller():
     assert compat.controller_of(controller) is controller
 
 
-def test_controller_keeps_reuse_actors_callbacks_and_storage():
-    for attr in ("_reuse_actors", "_callbacks", "_storage"):
+def test_controller_keeps_callbacks_and_storage():
+    for attr in ("_callbacks", "_storage"):
         assert _init_assigns(attr), f"TuneController.__init__ no longer sets {attr}"
-    assert compat.reuses_actors(SimpleNamespace(_reuse_actors=True))
-    assert not compat.reuses_actors(SimpleNamespace())
 
 
 def test_set_trial_status_signature():
