@@ -88,8 +88,9 @@ def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
 
 
 def install_outstanding_limit(tc: Any, outstanding: Callable[[], int],
-                              bound: Callable[[], int]) -> None:
-    """Wrap a model-based searcher so it suggests nothing while ``bound()`` trials are in flight.
+                              bound: Callable[[], tuple[int, str]]) -> None:
+    """Wrap a model-based searcher so it suggests nothing while ``bound()`` trials are in flight
+    (``bound`` returns the bound and why).
 
     Grid and random search (``BasicVariantGenerator``, no ``searcher``) are left alone: they
     make whole groups at once.
@@ -128,20 +129,26 @@ class ShapeColumn(CallbackList):
 
 class OutstandingLimit:
     """Wraps a searcher: no new suggestion while ``bound()`` trials are held or running (the
-    bound follows what the GPUs can run at once)."""
+    bound follows what the cluster can run at once); each new bound is said once, with why."""
 
     def __init__(self, searcher: Any, outstanding: Callable[[], int],
-                 bound: Callable[[], int]) -> None:
+                 bound: Callable[[], tuple[int, str]]) -> None:
         self._searcher, self._outstanding, self._bound = searcher, outstanding, bound
+        self._said: int | None = None
 
     @property
     def bound(self) -> int:
         """Most trials in flight now."""
-        return self._bound()
+        bound, why = self._bound()
+        if bound != self._said:
+            self._said = bound
+            logger.info("Fluid: the searcher may have %d trials held or running at once (%s)",
+                        bound, why)
+        return bound
 
     def suggest(self, trial_id: str) -> Any:
         """The wrapped searcher's suggestion, or ``None`` while ``bound`` trials are in flight."""
-        if self._outstanding() >= self._bound():
+        if self._outstanding() >= self.bound:
             return None
         return self._searcher.suggest(trial_id)
 

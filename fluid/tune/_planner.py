@@ -19,13 +19,14 @@ Each plan, in this order (what the algorithm waits on first):
 * when measurements change what a fresh trial's packing costs, the waiting trials are sized
   again; a cluster that grew or shrank: the plan's GPUs follow it;
 * CPUs: a trial starts or grows only if its shape's CPUs fit (``CpuAccount``); one that asked
-  for no GPU (``no_gpu``) starts at width 0 on its request once the base would start it and
-  its CPUs fit, outside the GPU plan and the queue, as under plain Tune.
+  for no GPU (``no_gpu``) starts at width 0 on its request once the base would start it,
+  outside the GPU plan and the queue, and waits in Tune for Ray's CPUs as under plain Tune.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -138,15 +139,38 @@ class Planner:
         if self._estimator.observe(rec, dt, now, width, clean):
             self.measured(rec, first)
 
-    def in_flight_bound(self, max_outstanding: int | None) -> int:
-        """Most trials a model-based searcher may have in flight: ``max_outstanding``, else
-        what the GPUs run at the speed of one trial alone (``fluid.core.packing.in_flight_bound``)
-        with fresh trials packed as an unmeasured one would be now, and a mate for each
-        packing probe waiting for one."""
+    def in_flight_bound(self, max_outstanding: int | None) -> tuple[int, str]:
+        """Most trials a model-based searcher may have in flight, and why.
+
+        ``max_outstanding`` when given. Otherwise never fewer than plain Tune runs at once
+        (``tune_at_once``: what fits of the newest trial's request); for a trial that asks for
+        no GPU, or on a cluster without GPUs, just that (CPUs bound it, as under plain Tune).
+        For GPU trials, what the GPUs run at the speed of one trial alone
+        (``fluid.core.packing.in_flight_bound``) with fresh trials packed as an unmeasured one
+        would be now, plus a mate for each packing probe waiting for one, when that is more.
+        """
         if max_outstanding is not None:
-            return max_outstanding
-        return (in_flight_bound(self.gpus, self.specs.fresh_c(), self._estimator.fresh_alpha)
-                + self.packing.hosts(self.life.pool))
+            return max_outstanding, "max_outstanding"
+        newest = self._store.newest()
+        tune = self.tune_at_once(newest) if newest is not None else None
+        if newest is not None and (newest.no_gpu or self.gpus <= 0):
+            return max(1, tune or 1), "what fits at once on the CPUs, as under plain Tune"
+        fluid = (in_flight_bound(self.gpus, self.specs.fresh_c(), self._estimator.fresh_alpha)
+                 + self.packing.hosts(self.life.pool))
+        if tune is not None and tune > fluid:
+            return tune, "what fits at once under plain Tune"
+        return fluid, (f"what {self.gpus:g} GPUs run at the speed of one trial alone, packed "
+                       f"{self.specs.fresh_c()} to a GPU")
+
+    def tune_at_once(self, rec: TrialRecord) -> int | None:
+        """How many trials of ``rec``'s own request plain Tune runs at once on the cluster
+        (``None``: its CPUs are not counted and it asks for no GPU)."""
+        fits = []
+        if self.cpus.total is not None and rec.cpus > CPU_TOL:
+            fits.append(math.floor(self.cpus.total / rec.cpus + CPU_TOL))
+        if rec.asked > 0:
+            fits.append(math.floor(self.gpus / rec.asked + CPU_TOL))
+        return min(fits) if fits else None
 
     def measured(self, rec: TrialRecord, first: bool) -> None:
         """A result gave the trial a new estimate: its first ``h_i1`` (``first``), or its time
@@ -201,10 +225,14 @@ class Planner:
         yield from self._probe([self._store[i] for i in life.queue])
         yield Decision(sort_queue=True)
         over = yield from self._start_queued()
-        newly = [] if over else self.cpus.within(eligible(), self.cpus.free())[0]
-        no_gpu = tuple(r.trial_id for r in newly if r.no_gpu)  # its own request, as CPUs fit
+        found = [] if over else eligible()
+        # A trial without GPU starts on its own request once the base would start it, CPUs
+        # free or not: Tune then holds it PENDING until Ray has them, as plain Tune does (a
+        # trial staged so is also what lets Tune hand it the actor of one that stops, with
+        # reuse_actors=True).
+        no_gpu = tuple(r.trial_id for r in found if r.no_gpu)
         yield Decision(widths=dict.fromkeys(no_gpu, 0.0), placed=no_gpu)
-        newly = [r for r in newly if not r.no_gpu]
+        newly = self.cpus.within([r for r in found if not r.no_gpu], self.cpus.free())[0]
         # What the algorithm waits on first: no trial starts while one of a higher priority
         # waits for GPUs (it would take the shares that free up and starve that one).
         waits = max((self._store[i].priority for i in life.queue), default=None)

@@ -204,6 +204,10 @@ class TrialStore:
             self._max_until, self._max_until_stale = max(known, default=None), False
         return self._max_until if self._max_until is not None else rec.iteration + 1
 
+    def newest(self) -> TrialRecord | None:
+        """The trial added last (``None``: none yet)."""
+        return next(reversed(self.records.values()), None)
+
     def in_flight(self) -> int:
         """Trials in flight for a searcher's bound (held or running): a trial without GPU
         counts only until it runs (its CPUs bound it then, as under plain Tune)."""

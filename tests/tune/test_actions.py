@@ -46,3 +46,28 @@ def test_every_callback_keeps_its_place_and_mps_stops_after_the_callbacks_end():
     assert column.get_state() == {0: {"seen": 0}}  # the states Tune saves, by place
     column.on_experiment_end(trials=[])
     assert order == ["callback", "mps"]
+
+
+def test_a_searcher_suggests_only_below_its_bound_and_each_new_bound_is_said(caplog):
+    import logging
+
+    from fluid.tune._actions import OutstandingLimit
+
+    class Searcher:
+        def suggest(self, trial_id):
+            return {"id": trial_id}
+
+    state = {"in_flight": 0, "bound": (2, "what fits at once on the CPUs")}
+    limit = OutstandingLimit(Searcher(), lambda: state["in_flight"], lambda: state["bound"])
+    with caplog.at_level(logging.INFO, logger="fluid"):
+        assert limit.suggest("a") == {"id": "a"}
+        state["in_flight"] = 2
+        assert limit.suggest("b") is None
+        state["bound"] = (3, "what fits at once under plain Tune")
+        assert limit.suggest("b") == {"id": "b"}
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "Fluid: the searcher may have 2 trials held or running at once "
+        "(what fits at once on the CPUs)",
+        "Fluid: the searcher may have 3 trials held or running at once "
+        "(what fits at once under plain Tune)"]

@@ -380,3 +380,36 @@ def test_a_plan_is_decisions_that_change_nothing_until_applied():
         life.apply(decision)
     assert life.ready == ["t0", "t1"] and life.queue == ["t2"]
     assert [r.phase for r in recs] == [Phase.READY, Phase.READY, Phase.QUEUED]
+
+
+@pytest.mark.parametrize(("gpus", "fields", "bound", "why"), [
+    # CPU trials: as many as the CPUs run at once (plain Tune's), on a cluster with GPUs too.
+    (0.0, {"no_gpu": True, "cpus": 1.0}, 2, "on the CPUs"),
+    (4.0, {"no_gpu": True, "cpus": 0.5}, 16, "on the CPUs"),
+    # One GPU each on 4 GPUs, packing unmeasured (c = 1): the GPUs run 4, so does plain Tune.
+    (4.0, {"asked": 1.0, "cpus": 0.5}, 4, "4 GPUs run"),
+    # Half a GPU each: plain Tune runs 8 at once, more than Fluid's own bound would allow.
+    (4.0, {"asked": 0.5, "w_min": 0.5, "cpus": 0.25}, 8, "under plain Tune"),
+])
+def test_a_searchers_bound_is_never_below_what_plain_tune_runs_at_once(gpus, fields, bound,
+                                                                       why):
+    _, _, planner = make_planner(gpus, 2.0 if gpus == 0 else 8.0, alpha=None)
+    store = planner.life.store
+    file_records(store, 1, **fields)
+    got, reason = planner.in_flight_bound(None)
+    assert got == bound and why in reason, (got, reason)
+    assert planner.in_flight_bound(3) == (3, "max_outstanding")
+
+
+def test_trials_without_gpu_start_when_the_base_would_cpus_free_or_not():
+    # 2 CPUs, 4 one-CPU trials the base would start: Tune holds what Ray cannot run yet as
+    # PENDING (plain Tune's staging, which actor reuse needs); GPU trials still wait for CPUs.
+    store, _, planner = make_planner(4.0, 2.0)
+    cpu = file_records(store, 4, no_gpu=True, cpus=1.0, w_min=0.0)
+    plan(planner, lambda: [r for r in cpu if r.phase is Phase.HELD])
+    assert planner.life.ready == ["t0", "t1", "t2", "t3"]
+    assert planner.cpus.free() == -2.0
+    gpu = TrialRecord(_trial("g"), 0, 10, cpus=1.0)
+    store.add(gpu)
+    plan(planner, lambda: [gpu])
+    assert gpu.phase is Phase.HELD
