@@ -45,7 +45,7 @@ copied from ``TuneController`` (``_decisions.TuneDecisions``) and the events on 
 clock (``EventQueue``); it exposes what schedulers and ``FluidExecutor`` reach on a
 ``TuneController``.
 
-Not reproduced: actor reuse (``reuse_actors`` must be False, as Fluid requires anyway),
+Not reproduced: actor reuse (every start is a new actor, as with ``reuse_actors=False``),
 retries of failed trials, buffered results, callbacks/loggers
 (no files are written), the experiment checkpoint (``checkpoint`` is a no-op) and CPU limits.
 
@@ -114,8 +114,6 @@ class SimController:
         max_steps: safety limit on controller steps.
         record_results: keep every result as ``(time, trial_id, result)`` in ``results``.
     """
-
-    _reuse_actors = False
 
     def __init__(
         self,

@@ -50,7 +50,9 @@ class FluidOptions:
         trial_memory: GB one trial needs on a GPU (``None``: from reported
             ``fluid_peak_gpu_memory`` once known, else unchecked).
         max_outstanding: most trials a model-based searcher (HyperOpt, BOHB, ...) may have held
-            or running at once, so its suggestions learn from results. ``None``: twice the GPUs.
+            or running at once, so its suggestions learn from results. ``None``: what the GPUs
+            run at the speed of one trial alone, never fewer than plain Tune runs at once (for
+            trials without GPU, what the CPUs run).
         cpus_per_trial: CPUs of the trainable's own bundle (``None``: what the trial asked for).
         cpus_per_worker: CPUs of each gang worker's bundle.
         elastic: ``True`` treats every trainable as gang-capable, ``False`` none; ``None``

@@ -57,6 +57,7 @@ class Script:
     expect: int = 0  # trials that can run at once under plain Tune (0: not measured)
     deterministic: bool = True  # the best config is the same under any scheduler
     limit_s: float = 120.0
+    reuse_actors: bool = False
 
 
 @dataclass
@@ -102,7 +103,7 @@ def run(script: Script, fluid: bool, storage: Path, **options: Any) -> Outcome:
         tune_config=TuneConfig(metric="score", mode="max", scheduler=scheduler,
                                search_alg=script.search() if script.search else None,
                                num_samples=script.samples, time_budget_s=script.limit_s,
-                               reuse_actors=False),
+                               reuse_actors=script.reuse_actors),
         run_config=RunConfig(name=f"{script.name}-{'fluid' if fluid else 'tune'}",
                              storage_path=str(storage), stop=script.stop, verbose=0,
                              callbacks=[recorder]),

@@ -80,6 +80,14 @@ SCRIPTS = [
     Script("ray-pbt", _gpu(1), {"q": tune.grid_search([0.2, 0.4, 0.6, 0.8]), "iters": 4,
                                 "t": 0.2}, trials=4, scheduler=_pbt(RayPBT),
            deterministic=False),
+    # Actors reused as under Tune: PBT's exploit keeps the shape; ASHA's trials get shapes
+    # of Fluid's, each a fresh actor where the shape changed.
+    Script("ray-pbt-reuse", _gpu(1), {"q": tune.grid_search([0.2, 0.4, 0.6, 0.8]), "iters": 4,
+                                      "t": 0.2}, trials=4, scheduler=_pbt(RayPBT),
+           deterministic=False, reuse_actors=True),
+    Script("optuna-asha-reuse", _gpu(1), {"q": uniform_q(), "iters": 4, "t": 0.2}, trials=6,
+           samples=6, search=_optuna, reuse_actors=True,
+           scheduler=lambda: ASHAScheduler(max_t=4, grace_period=1, reduction_factor=2)),
     Script("fluid-pbt", _gpu(1), {"q": tune.grid_search([0.2, 0.4, 0.6, 0.8]), "iters": 4,
                                   "t": 0.2}, trials=4, scheduler=_pbt(FluidPBT),
            deterministic=False),

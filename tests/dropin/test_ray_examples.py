@@ -1,0 +1,73 @@
+"""Ray's own shipped Tune examples under plain Tune and with only their scheduler line wrapped
+in ``FluidExecutor`` (``ray_examples``): a PBT example as shipped (``reuse_actors=True``), ASHA
+with a model-based searcher behind a ``ConcurrencyLimiter``, and BOHB.
+
+Each completes under Fluid with as many trials, all ended TERMINATED, at least as many running
+at once, each trial's iterations in order with none lost or repeated (a PBT exploit, which
+changes the trial's experiment tag, may jump), a ``fluid_shape`` on every result, and a wall
+time of at most 1.3x plain Tune's + 10 s. ``python -m tests.dropin.ray_examples compare``
+runs every example that runs here and prints the same figures side by side.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.dropin.ray_examples import ExampleRun, fluid_source, run_example
+
+#: (example, its arguments): run as Ray's CI runs them (``--smoke-test``).
+EXAMPLES = [
+    ("pbt_example", ("--smoke-test",)),
+    ("optuna_example", ("--smoke-test",)),
+    ("bohb_example", ()),
+]
+
+
+def check(plain: ExampleRun, fluid: ExampleRun) -> None:
+    """What Fluid keeps of plain Tune's run of the same example."""
+    for run in (plain, fluid):
+        assert run.returncode == 0, run.output
+        assert run.ended and set(run.ended.values()) == {"TERMINATED"}, run.ended
+        assert not run.iteration_breaks(), run.iteration_breaks()
+    assert len(fluid.ended) == len(plain.ended)
+    assert fluid.at_once >= plain.at_once, (fluid.at_once, plain.at_once)
+    assert None not in fluid.shapes
+    assert fluid.wall_s <= 1.3 * plain.wall_s + 10, (fluid.wall_s, plain.wall_s)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "args"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_ray_example_runs_under_fluid_as_under_tune(tmp_path, name, args):
+    plain = run_example(name, False, tmp_path, args)
+    fluid = run_example(name, True, tmp_path, args)
+    print(f"{name}: tune {plain.wall_s:.1f} s, {plain.at_once} at once; "
+          f"fluid {fluid.wall_s:.1f} s, {fluid.at_once} at once")
+    check(plain, fluid)
+
+
+def test_only_the_scheduler_changes():
+    source = (
+        "tuner = tune.Tuner(\n"
+        "    train,\n"
+        "    tune_config=tune.TuneConfig(\n"
+        "        metric='m', mode='max',\n"
+        "        scheduler=pbt,\n"
+        "    ),\n"
+        ")\n")
+    wrapped = fluid_source(source)
+    assert wrapped.splitlines()[0] == "from fluid import FluidExecutor"
+    changed = [(a, b) for a, b in zip(source.splitlines(), wrapped.splitlines()[1:],
+                                      strict=True) if a != b]
+    assert changed == [("        scheduler=pbt,", "        scheduler=FluidExecutor(pbt),")]
+    none = fluid_source("tune.TuneConfig(metric='m')\n")
+    assert none.splitlines()[1] == "tune.TuneConfig(scheduler=FluidExecutor(), metric='m')"
+    with pytest.raises(ValueError, match="one TuneConfig"):
+        fluid_source("tune.run(train)\n")
+
+
+def test_a_lost_or_repeated_iteration_is_seen_and_an_exploit_is_not():
+    run = ExampleRun(0, 1.0, {"a": "TERMINATED"}, {
+        "a": [[1, "t"], [2, "t"], [2, "t"], [4, "t"]],  # repeated, then lost
+        "b": [[1, "t"], [2, "t"], [5, "t@perturbed"], [6, "t@perturbed"]],  # an exploit
+    }, 1, [], "")
+    assert run.iteration_breaks() == [("a", 2, 2), ("a", 2, 4)]
