@@ -41,7 +41,7 @@ benchmarks: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments tools
-	$(BIN)/python -m pytest -q --durations=15 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 tests
 
 $(OLD_STAMP): pyproject.toml
 	test -x $(OLD_VENV)/bin/python || $(PYTHON) -m venv $(OLD_VENV)
@@ -51,7 +51,8 @@ $(OLD_STAMP): pyproject.toml
 	touch $(OLD_STAMP)
 
 test-oldest-ray: $(OLD_STAMP)
-	RAY_TRAIN_V2_ENABLED=1 $(OLD_VENV)/bin/python -m pytest -q tests/tune tests/train tests/schedulers
+	RAY_TRAIN_V2_ENABLED=1 $(OLD_VENV)/bin/python -m pytest -q -n 2 --dist loadgroup \
+		tests/tune tests/train tests/schedulers
 
 lint: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments tools

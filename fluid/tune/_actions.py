@@ -57,6 +57,23 @@ def release(rec: TrialRecord, tc: Any, life: Lifecycle, shape: PlacementGroupFac
     return rec.trial
 
 
+def release_ready(life: Lifecycle, tc: Any, fits: Callable[[TrialRecord], bool],
+                  shape: Callable[[TrialRecord], PlacementGroupFactory],
+                  report: PlanReport) -> Trial | None:
+    """Hand the ready trials that ``fits`` lets start to Tune: every one without GPU, as plain
+    Tune starts all its PENDING trials in one step (filed PENDING), then at most one with GPUs,
+    which ends the step (Ray's free GPUs are read again before the next). Returns the trial
+    for the scheduler to return (``None``: none)."""
+    released: list[Trial] = []
+    while (rec := life.take_ready(fits)) is not None:
+        released.append(release(rec, tc, life, shape(rec), report))
+        if rec.width:
+            break
+    for trial in released[:-1]:
+        compat.set_trial_status(compat.controller_of(tc), trial, Trial.PENDING)
+    return released[-1] if released else None
+
+
 def _sync_experiment(tc: Any) -> None:
     """Snapshot the experiment and wait until storage has it, before a trial restarts.
 

@@ -4,8 +4,9 @@ How it steers Tune (the mechanism of docs/design.md, "In Ray Tune"; Ray 2.60):
 
 * **hold**: every new trial is set PAUSED in ``on_trial_add``, so the controller never starts it
   on its own;
-* **release with a shape**: ``choose_trial_to_run`` gives a held trial its placement group
-  (``trial.update_resources``) and returns it;
+* **release with a shape**: ``choose_trial_to_run`` gives a ready trial its placement group
+  (``trial.update_resources``) and returns it (ready trials without GPU before it are filed
+  PENDING in the same step);
 * **resize**: the plan keeps a pending width per trial (``Lifecycle.pending``);
   ``on_trial_result`` returns PAUSE after a result that carried a checkpoint; Tune saves and
   stops the actor; the trial is released again with its new shape and restores.
@@ -24,6 +25,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -214,13 +216,12 @@ class FluidExecutor(TrialScheduler):
             self._planner.plan_again()
         if self._planner.due:
             self._plan(tune_controller)
-        rec = self._life.take_ready(self._capacity.gate())
-        if rec is None:
+        cpus = self._planner.cpus
+        trial = actions.release_ready(self._life, tune_controller, self._capacity.gate(),
+                                      lambda r: cpus.shape(r, r.width), self.report)
+        if trial is None:
             admission.stop_stranded(self._store, tune_controller)
-            return None
-        assert rec.width is not None
-        return actions.release(rec, tune_controller, self._life,
-                               self._planner.cpus.shape(rec, rec.width), self.report)
+        return trial
 
     def _plan(self, tune_controller: Any) -> None:
         """One plan: the trials the base would start now, and the re-sizes of changed groups."""
@@ -379,13 +380,11 @@ class FluidExecutor(TrialScheduler):
 
     def save(self, checkpoint_path: str) -> None:
         """Write Fluid's measurements to ``checkpoint_path`` (Tune's scheduler checkpoint)."""
-        with open(checkpoint_path, "w") as f:
-            json.dump(self._snapshot(), f)
+        Path(checkpoint_path).write_text(json.dumps(self._snapshot()))
 
     def restore(self, checkpoint_path: str) -> None:
         """Read measurements written by ``save``; trials added later start with them."""
-        with open(checkpoint_path) as f:
-            self._state.restored(json.load(f))
+        self._state.restored(json.loads(Path(checkpoint_path).read_text()))
 
 
 def _checked_base(base: Any) -> TrialScheduler:

@@ -20,7 +20,8 @@ Each plan, in this order (what the algorithm waits on first):
   again; a cluster that grew or shrank: the plan's GPUs follow it;
 * CPUs: a trial starts or grows only if its shape's CPUs fit (``CpuAccount``); one that asked
   for no GPU (``no_gpu``) starts at width 0 on its request once the base would start it,
-  outside the GPU plan and the queue, and waits in Tune for Ray's CPUs as under plain Tune.
+  outside the GPU plan and the queue, and, while no GPU trial waits for CPUs, waits in Tune
+  for Ray's CPUs as under plain Tune.
 """
 
 from __future__ import annotations
@@ -226,13 +227,15 @@ class Planner:
         yield Decision(sort_queue=True)
         over = yield from self._start_queued()
         found = [] if over else eligible()
-        # A trial without GPU starts on its own request once the base would start it, CPUs
-        # free or not: Tune then holds it PENDING until Ray has them, as plain Tune does (a
-        # trial staged so is also what lets Tune hand it the actor of one that stops, with
-        # reuse_actors=True).
-        no_gpu = tuple(r.trial_id for r in found if r.no_gpu)
+        fit = self.cpus.within(found, self.cpus.free())[0]
+        # A trial without GPU starts on its own request once the base would start it; while
+        # no GPU trial waits for CPUs, also beyond the CPUs free: Tune then holds it PENDING
+        # until Ray has them, as plain Tune does (a trial staged so is also what lets Tune
+        # hand it the actor of one that stops, with reuse_actors=True).
+        gpu_waits = bool(life.queue) or any(not r.no_gpu for r in found)
+        no_gpu = tuple(r.trial_id for r in (fit if gpu_waits else found) if r.no_gpu)
         yield Decision(widths=dict.fromkeys(no_gpu, 0.0), placed=no_gpu)
-        newly = self.cpus.within([r for r in found if not r.no_gpu], self.cpus.free())[0]
+        newly = [r for r in fit if not r.no_gpu]
         # What the algorithm waits on first: no trial starts while one of a higher priority
         # waits for GPUs (it would take the shares that free up and starve that one).
         waits = max((self._store[i].priority for i in life.queue), default=None)

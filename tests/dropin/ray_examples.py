@@ -4,8 +4,8 @@ its own, and what a user would see of them.
 
 ``fluid_source`` changes one expression of the example: the ``scheduler=`` argument of its
 ``TuneConfig`` becomes ``FluidExecutor(<it>)``, or ``scheduler=FluidExecutor()`` is added
-where it has none. ``run_example`` runs the example (``python -m tests.dropin.ray_examples
-NAME tune|fluid OUT -- ARGS``); a callback added to its ``Tuner`` records each trial's results
+where it has none. ``run_examples`` runs the example both ways at once, each in a process of
+its own (``python -m tests.dropin.ray_examples NAME tune|fluid OUT -- ARGS``); a callback added to its ``Tuner`` records each trial's results
 (iteration and experiment tag), how each trial ended, the most trials running at once and the
 wall time of ``Tuner.fit``, written to ``OUT`` as JSON (``ExampleRun``).
 
@@ -104,22 +104,38 @@ class ExampleRun:
         return breaks
 
 
-def run_example(name: str, fluid: bool, out_dir: Path, args: tuple[str, ...] = (),
-                timeout_s: float = 300.0) -> ExampleRun:
-    """Run Ray's example ``name`` (its file's stem) in a new process, as shipped or with its
-    scheduler wrapped (``fluid``)."""
-    out = out_dir / f"{name}-{'fluid' if fluid else 'tune'}.json"
+def run_examples(name: str, out_dir: Path, args: tuple[str, ...] = (),
+                 timeout_s: float = 300.0) -> tuple[ExampleRun, ExampleRun]:
+    """Run Ray's example ``name`` (its file's stem) as shipped and with its scheduler wrapped,
+    each in a new process, both at once: whatever else loads the machine loads both alike
+    (their Ray clusters are separate; trials at once are counted in Tune, not in cores)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.dropin.ray_examples", name,
-         "fluid" if fluid else "tune", str(out), "--", *args],
-        cwd=out_dir, env=env, capture_output=True, text=True, timeout=timeout_s)
-    log = proc.stdout[-4000:] + proc.stderr[-4000:]
+    procs = {}
+    for mode in ("tune", "fluid"):
+        (out_dir / mode).mkdir(parents=True, exist_ok=True)
+        out = out_dir / mode / f"{name}.json"
+        procs[mode] = (out, subprocess.Popen(
+            [sys.executable, "-m", "tests.dropin.ray_examples", name, mode, str(out), "--",
+             *args], cwd=out.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True))
+    deadline = time.monotonic() + timeout_s
+    runs = []
+    for out, proc in procs.values():
+        try:
+            log, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            log = proc.communicate()[0] + f"\n(killed after {timeout_s:g} s)"
+        runs.append(_read(out, proc.returncode, log[-8000:]))
+    return runs[0], runs[1]
+
+
+def _read(out: Path, returncode: int, log: str) -> ExampleRun:
     if not out.exists():
-        return ExampleRun(proc.returncode, 0.0, {}, {}, 0, [], log)
+        return ExampleRun(returncode, 0.0, {}, {}, 0, [], log)
     data = json.loads(out.read_text())
-    return ExampleRun(proc.returncode, data["wall_s"], data["ended"], data["results"],
+    return ExampleRun(returncode, data["wall_s"], data["ended"], data["results"],
                       data["at_once"], data["shapes"], log)
 
 
@@ -202,8 +218,7 @@ def compare(names: list[str]) -> int:
     print(f"{'example':44} {'tune s':>7} {'fluid s':>7} {'ratio':>6} {'at once':>8} {'trials':>7}")
     for name in names or list(RUNS_HERE):
         with tempfile.TemporaryDirectory() as tmp:
-            plain = run_example(name, False, Path(tmp), RUNS_HERE.get(name, ()))
-            fluid = run_example(name, True, Path(tmp), RUNS_HERE.get(name, ()))
+            plain, fluid = run_examples(name, Path(tmp), RUNS_HERE.get(name, ()))
         try:
             check(plain, fluid)
             verdict = "ok"

@@ -5,7 +5,7 @@ with a model-based searcher behind a ``ConcurrencyLimiter``, and BOHB.
 Each completes under Fluid with as many trials, all ended TERMINATED, at least as many running
 at once, each trial's iterations in order with none lost or repeated (a PBT exploit, which
 changes the trial's experiment tag, may jump), a ``fluid_shape`` on every result, and a wall
-time of at most 1.3x plain Tune's + 10 s. ``python -m tests.dropin.ray_examples compare``
+time of at most 1.3x plain Tune's + 10 s (both run at once: the same load on each). ``python -m tests.dropin.ray_examples compare``
 runs every example that runs here and prints the same figures side by side.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dropin.ray_examples import ExampleRun, fluid_source, run_example
+from tests.dropin.ray_examples import ExampleRun, fluid_source, run_examples
 
 #: (example, its arguments): run as Ray's CI runs them (``--smoke-test``).
 EXAMPLES = [
@@ -38,8 +38,7 @@ def check(plain: ExampleRun, fluid: ExampleRun) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "args"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_ray_example_runs_under_fluid_as_under_tune(tmp_path, name, args):
-    plain = run_example(name, False, tmp_path, args)
-    fluid = run_example(name, True, tmp_path, args)
+    plain, fluid = run_examples(name, tmp_path, args)
     print(f"{name}: tune {plain.wall_s:.1f} s, {plain.at_once} at once; "
           f"fluid {fluid.wall_s:.1f} s, {fluid.at_once} at once")
     check(plain, fluid)

@@ -403,7 +403,9 @@ def test_a_searchers_bound_is_never_below_what_plain_tune_runs_at_once(gpus, fie
 
 def test_trials_without_gpu_start_when_the_base_would_cpus_free_or_not():
     # 2 CPUs, 4 one-CPU trials the base would start: Tune holds what Ray cannot run yet as
-    # PENDING (plain Tune's staging, which actor reuse needs); GPU trials still wait for CPUs.
+    # PENDING (plain Tune's staging, which actor reuse needs); a GPU trial waits for CPUs
+    # (and while one does, trials without GPU start only as CPUs fit:
+    # tests/tune/test_requests.py).
     store, _, planner = make_planner(4.0, 2.0)
     cpu = file_records(store, 4, no_gpu=True, cpus=1.0, w_min=0.0)
     plan(planner, lambda: [r for r in cpu if r.phase is Phase.HELD])
