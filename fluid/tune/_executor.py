@@ -50,6 +50,7 @@ from fluid.tune._resources import ResourceView
 from fluid.tune._specs import SpecCache
 from fluid.tune._state_file import StateFile, state_of
 from fluid.tune._train_trials import check_ray_train
+from fluid.tune.profiler import Profile
 
 __all__ = ["FluidConfigError", "FluidExecutor"]
 
@@ -78,7 +79,8 @@ class FluidExecutor(TrialScheduler):
         base_scheduler: the tuning algorithm's scheduler (``None``: FIFO). Fluid's adapted
             schedulers in ``fluid.schedulers`` declare TrialGroups; any other scheduler works
             with one rolling group whose budgets come from the stop criteria.
-        profile: a ``fluid.tune.profiler.Profile``: its ``alpha``, ``beta`` become the prior
+        profile: a ``fluid.tune.profiler.Profile``, the dict ``fluid profile --json`` prints, or
+            the path of a JSON file holding it: its ``alpha``, ``beta`` become the prior
             and its ``c``, ``d`` caps (they replace the options of the same name); the peak
             memory it measured is ``trial_memory`` unless that is given.
         clock: monotonic clock in seconds (injected by the simulator).
@@ -99,6 +101,7 @@ class FluidExecutor(TrialScheduler):
                  clock: Callable[[], float] | None = None, resources: ResourceView | None = None,
                  **options: Any) -> None:
         super().__init__()
+        profile = None if profile is None else Profile.of(profile)
         self.options = opts = FluidOptions.of(options, profile)
         self.tunables: Tunables = opts.tunables  # type: ignore[assignment]
         self._store = store = TrialStore()

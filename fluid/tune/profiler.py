@@ -35,6 +35,7 @@ from typing import Any
 
 from fluid.core import fit_alpha, fit_beta, packing_limit, scaling_limit
 from fluid.core.tunables import DEFAULTS
+from fluid.tune._options import FluidConfigError
 from fluid.tune._placement_groups import is_elastic_class, shape_for
 
 #: What a ``fluid.train`` trainable reports its peak GPU memory as (bytes).
@@ -92,6 +93,29 @@ class Profile:
             memory=None if obj.get("memory") is None else float(obj["memory"]),
             device=obj.get("device", ""), key=obj.get("key", ""),
         )
+
+    @classmethod
+    def of(cls, value: Any) -> Profile:
+        """``value`` as a profile: a ``Profile``, the dict ``fluid profile --json`` prints
+        (``to_json``), or the path of a JSON file holding it; else ``FluidConfigError`` naming
+        ``profile`` and what it accepts."""
+        if isinstance(value, Profile):
+            return value
+        what = "a Profile, the dict `fluid profile --json` prints, or the path of a JSON file"
+        if isinstance(value, (str, os.PathLike)):
+            try:
+                with open(value) as f:
+                    value = json.load(f)
+            except (OSError, ValueError) as e:
+                raise FluidConfigError(f"profile: cannot read {os.fspath(value)!r} ({e}); "
+                                       f"profile takes {what}") from None
+        if isinstance(value, dict):
+            try:
+                return cls.from_json(value)
+            except (KeyError, TypeError, ValueError) as e:
+                raise FluidConfigError(f"profile: not a profile ({type(e).__name__}: {e}); "
+                                       f"profile takes {what}") from None
+        raise FluidConfigError(f"profile takes {what}, got {type(value).__name__}")
 
     @classmethod
     def measured(cls, pack_times: dict[int, float], gang_times: dict[int, float],

@@ -113,3 +113,24 @@ def test_profile_sets_overheads():
 
     ex = FluidExecutor(profile=Profile(alpha=1.3, c=3, beta=1.05, d=4))
     assert (ex.alpha, ex.beta, ex.options.policy.c, ex.options.policy.d) == (1.3, 1.05, 3, 4)
+
+
+def test_a_profile_is_taken_as_fluid_profile_json_prints_it(tmp_path):
+    import json
+
+    from fluid import FluidConfigError
+    from fluid.tune.profiler import Profile
+
+    printed = Profile(alpha=1.3, c=3, beta=1.05, d=4, pack_times={1: 0.5, 2: 0.65},
+                      memory=2.5, device="cpu: x86_64").to_json()
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(printed))
+    for given in (printed, str(path), path):
+        ex = FluidExecutor(profile=given)
+        assert (ex.alpha, ex.beta, ex.options.policy.c, ex.options.policy.d) == (1.3, 1.05, 3, 4)
+        assert ex.options.trial_memory == 2.5
+    for bad, says in ((3, "got int"), ({"alpha": 1.2}, "not a profile"),
+                      (str(tmp_path / "missing.json"), "cannot read")):
+        with pytest.raises(FluidConfigError, match=f"profile.*{says}|{says}.*profile") as e:
+            FluidExecutor(profile=bad)
+        assert "fluid profile --json" in str(e.value)
