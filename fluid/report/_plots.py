@@ -43,7 +43,7 @@ def _pyplot() -> Any:
     except ImportError:
         raise ReportError(
             "fluid report needs matplotlib, an optional dependency: "
-            "pip install 'fluid-tune[plot]' (or pip install matplotlib)"
+            "pip install matplotlib (or pip install '.[plot]' from a checkout of Fluid)"
         ) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
