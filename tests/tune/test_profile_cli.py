@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from fluid.cli import main
 
@@ -21,5 +22,5 @@ def test_fluid_profile_cli_prints_and_reuses_cache(tmp_path, capsys):
     # One measured time per packing (how fast is for benchmarks, not for a shared machine).
     assert set(out["pack_times"]) == {"1", "2"} and min(out["pack_times"].values()) > 0
     # The second call measured nothing: it printed what the first one cached.
-    cached = json.loads(open(cache).read())
+    cached = json.loads(Path(cache).read_text())
     assert any(entry.get("pack_times") == out["pack_times"] for entry in cached.values()), cached
