@@ -33,7 +33,7 @@ def rendezvous(config: dict) -> int:
     if not folder:
         return 0
     open(os.path.join(folder, tune.get_context().get_trial_id()), "w").close()
-    deadline = time.monotonic() + config.get("wait_s", 20.0)
+    deadline = time.monotonic() + config.get("wait_s", 60.0)
     seen = 0
     while time.monotonic() < deadline:
         seen = max(seen, len(os.listdir(folder)))

@@ -153,7 +153,7 @@ def test_missing_matplotlib_gives_a_clear_error(tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(ReportError, match=r"fluid-tune\[plot\]"):
+    with pytest.raises(ReportError, match=r"pip install matplotlib"):
         write_report([_write(tmp_path, "a", _record("fluid"))], tmp_path / "out")
 
 
