@@ -90,6 +90,12 @@ class ExampleRun:
     shapes: list  # every result's fluid_shape (None where it had none)
     output: str
 
+    @property
+    def iterations(self) -> int:
+        """Results reported over all trials: the work the run did (an unseeded searcher and
+        an early-stopping scheduler make it differ from run to run)."""
+        return sum(len(rows) for rows in self.results.values())
+
     def iteration_breaks(self) -> list[tuple[str, int, int]]:
         """``(trial, iteration, next)`` where a trial's next result is not the next iteration
         and its experiment tag stayed the same (a PBT exploit changes the tag): a result lost
