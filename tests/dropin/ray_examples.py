@@ -32,7 +32,8 @@ EXAMPLES = Path(ray.tune.examples.__file__).parent
 _ROOT = Path(__file__).resolve().parents[2]
 
 #: Ray's examples that run here (no data set to download; packages of the ``test`` extra),
-#: with the arguments Ray's own CI gives them.
+#: with the arguments Ray's own CI gives them. ``optuna_define_by_run_example`` fails under
+#: plain Tune with the Optuna of the ``test`` extra: it is not among them.
 RUNS_HERE: dict[str, tuple[str, ...]] = {
     "tune_basic_example": ("--smoke-test",),
     "async_hyperband_example": ("--smoke-test",),
@@ -42,7 +43,6 @@ RUNS_HERE: dict[str, tuple[str, ...]] = {
     "pbt_example": ("--smoke-test",),
     "pbt_function": ("--smoke-test",),
     "optuna_example": ("--smoke-test",),
-    "optuna_define_by_run_example": ("--smoke-test",),
     "optuna_multiobjective_example": ("--smoke-test",),
     "hyperopt_conditional_search_space_example": ("--smoke-test",),
     "logging_example": ("--smoke-test",),
