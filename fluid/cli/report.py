@@ -10,7 +10,8 @@ inside the first RESULTS_DIR):
   or for a Tune directory ``gpu_use-<run>.png``: GPUs allocated to trials over time;
 * ``shapes-<run>.png``: each trial's shape (packed / one GPU / gang of w) over time.
 
-Needs matplotlib (``pip install matplotlib``, or ``pip install '.[plot]'`` from a checkout). Also runs as ``python -m fluid.cli.report``.
+Needs matplotlib (``pip install matplotlib``, or ``pip install '.[plot]'`` from a checkout).
+Also runs as ``python -m fluid.cli.report``.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ its format is documented in ``experiments.record``), or any Ray Tune experiment 
 * ``shapes-<run>.png``: a timeline per run, one row per trial, coloured by the shape it ran at
   (packed on a GPU share, one GPU, or a gang of w GPUs), ticks at reported iterations.
 
-matplotlib is an optional dependency (``pip install matplotlib``, or ``pip install '.[plot]'`` from a checkout); it is imported on
-first use, with the Agg backend. Every PNG carries its series in its text metadata
-(``fluid:series`` = count, ``fluid:labels`` = JSON list), so tests and scripts can check a plot
-without image analysis (:func:`png_text` reads them back and checks the file is a valid PNG).
+matplotlib is an optional dependency (``pip install matplotlib``, or ``pip install '.[plot]'``
+from a checkout); it is imported on first use, with the Agg backend. Every PNG carries its
+series in its text metadata (``fluid:series`` = count, ``fluid:labels`` = JSON list), so tests
+and scripts can check a plot without image analysis (:func:`png_text` reads them back and checks the file is a valid PNG).
 """
 
 from fluid.report._plots import (

@@ -35,7 +35,7 @@ from fluid.core import GpuPool, PolicyConfig, Tunables, static_fluid, water_fill
 from fluid.core.packing import PROBE_SHARE, in_flight_bound
 from fluid.core.policy import first_result_due, replan_due
 from fluid.core.static import start_while_room
-from fluid.core.tolerances import CPU_TOL
+from fluid.core.tolerances import CPU_TOL, WIDTH_TOL
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._lifecycle import Decision, Lifecycle
@@ -156,12 +156,13 @@ class Planner:
         tune = self.tune_at_once(newest) if newest is not None else None
         if newest is not None and (newest.no_gpu or self.gpus <= 0):
             return max(1, tune or 1), "what fits at once on the CPUs, as under plain Tune"
-        fluid = (in_flight_bound(self.gpus, self.specs.fresh_c(), self._estimator.fresh_alpha)
+        c = self.specs.fresh_c()
+        fluid = (in_flight_bound(self.gpus, c, self._estimator.fresh_alpha)
                  + self.packing.hosts(self.life.pool))
         if tune is not None and tune > fluid:
             return tune, "what fits at once under plain Tune"
         return fluid, (f"what {self.gpus:g} GPUs run at the speed of one trial alone, packed "
-                       f"{self.specs.fresh_c()} to a GPU")
+                       f"{c} to a GPU")
 
     def tune_at_once(self, rec: TrialRecord) -> int | None:
         """How many trials of ``rec``'s own request plain Tune runs at once on the cluster
@@ -170,7 +171,7 @@ class Planner:
         if self.cpus.total is not None and rec.cpus > CPU_TOL:
             fits.append(math.floor(self.cpus.total / rec.cpus + CPU_TOL))
         if rec.asked > 0:
-            fits.append(math.floor(self.gpus / rec.asked + CPU_TOL))
+            fits.append(math.floor(self.gpus / rec.asked + WIDTH_TOL))
         return min(fits) if fits else None
 
     def measured(self, rec: TrialRecord, first: bool) -> None:
