@@ -117,6 +117,9 @@ def run_examples(name: str, out_dir: Path, args: tuple[str, ...] = (),
     (their Ray clusters are separate; trials at once are counted in Tune, not in cores)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    # ray.init in this process (another test's cluster) leaves RAY_ADDRESS set: the example
+    # would connect to that cluster instead of starting its own.
+    env.pop("RAY_ADDRESS", None)
     procs = {}
     for mode in ("tune", "fluid"):
         (out_dir / mode).mkdir(parents=True, exist_ok=True)
