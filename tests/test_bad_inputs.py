@@ -66,7 +66,7 @@ def test_executor_options_out_of_range(name, value):
 
 @pytest.mark.parametrize(("kwargs", "text"), [
     ({"base_scheduler": "asha"}, "base_scheduler must be a ray.tune TrialScheduler"),
-    ({"mps": object()}, "mps must be a fluid.gpu.MPSManager"),
+    ({"mps": object()}, "mps must be .auto., False or a fluid.gpu.MPSManager"),
 ])
 def test_executor_objects_of_the_wrong_kind(kwargs, text):
     with pytest.raises(FluidConfigError, match=text):

@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     kind = "CPU numbers (no GPU: trials shared CPU cores)" if prof.device.startswith("cpu") else \
         "GPU numbers"
     print(f"device: {prof.device} ({kind})")
-    print("packing: " + ", ".join(f"p={p}: {t:.3f}s" for p, t in prof.pack_times.items()))
+    print(f"packing ({'under MPS' if prof.sharing == 'mps' else prof.sharing}): "
+          + ", ".join(f"p={p}: {t:.3f}s" for p, t in prof.pack_times.items()))
     print("gangs:   " + ", ".join(f"w={w}: {t:.3f}s" for w, t in prof.gang_times.items()))
     if prof.alphas:
         print("alpha per packing degree (T^p = T^1 alpha_p^(p-1)): "

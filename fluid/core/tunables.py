@@ -98,6 +98,9 @@ class Tunables:
             (another job, an unmarked Ray Train trainer's workers) before the plan leaves them
             out: a trial starting or stopping holds GPUs for a moment that Fluid's records do
             not show, and the cluster's use is read only every ``resources_refresh_s``.
+        gpu_memory_headroom: share of a GPU's memory, as NVML reports it, that packed trials'
+            peaks leave free (``gpu_memory`` not given): the MPS server's own memory, the
+            allocator's fragmentation, and a peak a trial reaches after it was measured.
     """
 
     o_th: float = 0.4
@@ -128,6 +131,7 @@ class Tunables:
     resources_refresh_s: float = 5.0
     outside_settle_s: float = 15.0
     oom_share_growth: float = 2.0
+    gpu_memory_headroom: float = 0.1
 
     def __post_init__(self) -> None:
         for name in ("o_th", "s_th", "makespan_o_th"):
@@ -156,6 +160,7 @@ class Tunables:
         check_number("resources_refresh_s", self.resources_refresh_s, 0, unit="seconds")
         check_number("outside_settle_s", self.outside_settle_s, 0, unit="seconds")
         check_number("oom_share_growth", self.oom_share_growth, 1, low_open=True)
+        check_number("gpu_memory_headroom", self.gpu_memory_headroom, 0, 1, high_open=True)
 
 
 #: Every constant at its default, for the signatures that need a value (``PolicyConfig``,

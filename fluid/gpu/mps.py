@@ -3,9 +3,11 @@
 `MPSManager` starts ``nvidia-cuda-mps-control -d`` on every GPU node through a small actor
 pinned to the node, with ``CUDA_MPS_PIPE_DIRECTORY`` / ``CUDA_MPS_LOG_DIRECTORY`` under
 ``/tmp/fluid-mps/<ray session>/<node>``, and stops it with ``echo quit |
-nvidia-cuda-mps-control``. Trial processes connect by calling `client_env` (done by
-`fluid.train.elastic` before the loop starts) which returns the environment a CUDA client
-on this node needs.
+nvidia-cuda-mps-control``. Where a daemon already runs on a node (one the cluster's
+administrators started, answering in ``CUDA_MPS_PIPE_DIRECTORY`` or ``/tmp/nvidia-mps``), it is
+used and never stopped. Trial processes connect by calling `join` before CUDA starts (done by
+the trainable ``FluidExecutor`` runs, by `fluid.train.elastic` in every gang worker), which
+sets the environment a CUDA client on this node needs.
 
 Compute share: with ``enable_thread_percentage=True`` a packed trial holding a fraction
 ``s`` of a GPU gets ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = ceil(100 * s)`` in its own
@@ -26,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
@@ -41,10 +44,29 @@ PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 LOG_ENV = "CUDA_MPS_LOG_DIRECTORY"
 THREAD_PERCENTAGE_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 NAMESPACE = "fluid"
+#: Where MPS's own daemon answers unless told otherwise (``nvidia-cuda-mps-control`` manual).
+SYSTEM_PIPE_DIR = "/tmp/nvidia-mps"
+SYSTEM_LOG_DIR = "/var/log/nvidia-mps"
 _COMMAND_TIMEOUT_S = 30.0
 
 _warned_nodes: set[str] = set()
 _warn_lock = threading.Lock()
+
+
+def why_no_mps(binary: str = CONTROL_BINARY, require_gpu: bool = True) -> str | None:
+    """Why this node cannot run an MPS daemon (``None``: it can): ``binary`` not on PATH, or,
+    with ``require_gpu``, NVML unavailable or seeing no GPU."""
+    if shutil.which(binary) is None:
+        return f"{binary} is not on PATH"
+    if require_gpu:
+        from fluid.gpu.nvml import gpu_count
+
+        n = gpu_count()
+        if n is None:
+            return "NVML is not available (no NVIDIA driver)"
+        if n == 0:
+            return "NVML reports no GPU"
+    return None
 
 
 def _actor_name(node_id: str) -> str:
@@ -91,6 +113,8 @@ class MPSDaemon:
         binary: control binary name or path, looked up on PATH.
         require_gpu: report the daemon unavailable when NVML finds no GPU.
         thread_pct: give clients holding a share < 1 ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``.
+        system_pipe_dir: where a daemon started before Fluid answers (default: the node's
+            ``CUDA_MPS_PIPE_DIRECTORY``, else ``/tmp/nvidia-mps``, MPS's own default).
 
     Example:
         >>> d = MPSDaemon("local", "/tmp/fluid-mps/doc", "no-such-mps-control", True, False)
@@ -99,10 +123,12 @@ class MPSDaemon:
     """
 
     def __init__(self, node_id: str, directory: str, binary: str, require_gpu: bool,
-                 thread_pct: bool) -> None:
+                 thread_pct: bool, system_pipe_dir: str | None = None) -> None:
         self.node_id = node_id
         self.pipe_dir = os.path.join(directory, "pipe")
         self.log_dir = os.path.join(directory, "log")
+        self.system_pipe_dir = system_pipe_dir or os.environ.get(PIPE_ENV, SYSTEM_PIPE_DIR)
+        self.owned = True  # False: a daemon that ran before Fluid, used and left running
         self.binary = binary
         self.require_gpu = require_gpu
         self.thread_pct = thread_pct
@@ -118,17 +144,7 @@ class MPSDaemon:
         return {**env, PIPE_ENV: self.pipe_dir, LOG_ENV: self.log_dir}
 
     def _probe(self) -> str | None:
-        if self._path is None:
-            return f"{self.binary} is not on PATH"
-        if self.require_gpu:
-            from fluid.gpu.nvml import gpu_count
-
-            n = gpu_count()
-            if n is None:
-                return "NVML is not available (no NVIDIA driver)"
-            if n == 0:
-                return "NVML reports no GPU"
-        return None
+        return why_no_mps(self.binary, self.require_gpu)
 
     def _control(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([self._path, *args], input=stdin, env=self._env(),
@@ -143,7 +159,12 @@ class MPSDaemon:
             return self.status()
 
     def _launch(self) -> str | None:
-        """Run ``<binary> -d``; None when it started, else why not."""
+        """Use a daemon that already runs, else run ``<binary> -d``; None when one runs,
+        else why not."""
+        if os.path.exists(os.path.join(self.system_pipe_dir, "control")):
+            self.pipe_dir, self.owned = self.system_pipe_dir, False
+            self.log_dir = os.environ.get(LOG_ENV, SYSTEM_LOG_DIR)
+            return None
         os.makedirs(self.pipe_dir, exist_ok=True)
         os.makedirs(self.log_dir, exist_ok=True)
         try:
@@ -156,16 +177,16 @@ class MPSDaemon:
         return None
 
     def stop(self) -> dict[str, Any]:
-        """Send ``quit`` to a running daemon; return `status`."""
+        """Send ``quit`` to a daemon this actor started; return `status`."""
         with self._lock:
-            if self.running:
+            if self.running and self.owned:
                 try:
                     proc = self._control(stdin="quit\n")
                     if proc.returncode != 0:
                         self.reason = f"quit exited with {proc.returncode}: {proc.stderr.strip()}"
                 except (OSError, subprocess.TimeoutExpired) as e:
                     self.reason = f"could not stop the daemon: {e}"
-                self.running = False
+            self.running = False
             return self.status()
 
     def client_env(self, share: float, pid: int | None = None) -> dict[str, str]:
@@ -185,6 +206,7 @@ class MPSDaemon:
             "node_id": self.node_id,
             "available": self.reason is None and self._path is not None,
             "running": self.running,
+            "owned": self.owned,
             "reason": self.reason,
             "pipe_dir": self.pipe_dir,
             "log_dir": self.log_dir,
@@ -204,6 +226,11 @@ class MPSManager:
         require_gpu: treat a node as MPS-less when NVML finds no GPU. Set False only where
             the binary is present but NVML is not (containers, tests with a fake binary).
         root: parent directory of the per-session pipe/log directories.
+        system_pipe_dir: where a daemon started before Fluid answers (`MPSDaemon`).
+
+    Each node is probed first by a task (no actor where the node has no MPS); ``start`` again
+    takes the GPU nodes that joined since. The daemons are stopped by `stop`, and at the
+    latest when the driver's interpreter exits (an experiment that failed or was interrupted).
 
     Example:
         >>> mps = MPSManager(enable_thread_percentage=True)      # doctest: +SKIP
@@ -212,7 +239,7 @@ class MPSManager:
 
     def __init__(self, enable_thread_percentage: bool = False, *, nodes: list[str] | None = None,
                  binary: str = CONTROL_BINARY, require_gpu: bool = True,
-                 root: str = "/tmp/fluid-mps") -> None:
+                 root: str = "/tmp/fluid-mps", system_pipe_dir: str | None = None) -> None:
         if not isinstance(binary, str) or not binary:
             raise ValueError(f"MPSManager(binary=...) must be a non-empty string, got {binary!r}")
         self.enable_thread_percentage = bool(enable_thread_percentage)
@@ -220,8 +247,10 @@ class MPSManager:
         self.binary = binary
         self.require_gpu = require_gpu
         self.root = root
+        self.system_pipe_dir = system_pipe_dir
         self._actors: dict[str, Any] = {}
         self._status: dict[str, dict[str, Any]] = {}
+        self._at_exit = False
 
     def start(self) -> dict[str, dict[str, Any]]:
         """Start a daemon on every GPU node (idempotent); return `status`."""
@@ -232,29 +261,36 @@ class MPSManager:
 
         if not ray.is_initialized():
             raise RuntimeError("MPSManager.start() needs ray.init() first")
-        session = _session_name()
+        if not self._at_exit:  # an experiment that fails or is interrupted stops them too
+            atexit.register(self.stop)
+            self._at_exit = True
         nodes = self._nodes if self._nodes is not None else gpu_nodes()
+        new = [n for n in nodes if n not in self._status]
+        on = {nid: NodeAffinitySchedulingStrategy(node_id=nid, soft=False) for nid in new}
+        probe = ray.remote(num_cpus=0)(why_no_mps)
+        why = ray.get([probe.options(scheduling_strategy=on[nid]).remote(
+            self.binary, self.require_gpu) for nid in new])
         remote = ray.remote(num_cpus=0, max_concurrency=4)(MPSDaemon)
-        for nid in nodes:
-            if nid in self._actors:
-                continue
-            self._actors[nid] = remote.options(
-                name=_actor_name(nid),
-                namespace=NAMESPACE,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
-            ).remote(nid, base_dir(session, nid, self.root), self.binary, self.require_gpu,
-                     self.enable_thread_percentage)
+        session = _session_name()
+        for nid, reason in zip(new, why, strict=True):
+            self._status[nid] = {"node_id": nid, "available": False, "running": False,
+                                 "owned": False, "reason": reason, "grants": []}
+            if reason is None:
+                self._actors[nid] = remote.options(
+                    name=_actor_name(nid), namespace=NAMESPACE, scheduling_strategy=on[nid],
+                ).remote(nid, base_dir(session, nid, self.root), self.binary,
+                         self.require_gpu, self.enable_thread_percentage, self.system_pipe_dir)
         self._ask_all("start")
-        for nid, st in self._status.items():
-            if not st["running"]:
-                _warn_once(nid, st["reason"])
+        for nid in new:
+            if not self._status[nid]["running"]:
+                _warn_once(nid, self._status[nid]["reason"])
         return self.status()
 
     def stop(self) -> dict[str, dict[str, Any]]:
         """Send ``quit`` to every daemon and end the node actors; return the final status."""
         import ray
 
-        if not self._actors:
+        if not self._actors or not ray.is_initialized():
             return self.status()
         self._ask_all("stop")
         for a in self._actors.values():
@@ -264,7 +300,9 @@ class MPSManager:
 
     def status(self) -> dict[str, dict[str, Any]]:
         """Per node id: available, running, reason (why not), pipe/log dirs, grants."""
-        if self._actors:
+        import ray
+
+        if self._actors and ray.is_initialized():
             self._ask_all("status")
         return {k: dict(v) for k, v in self._status.items()}
 
@@ -273,7 +311,7 @@ class MPSManager:
         import ray
 
         refs = [getattr(a, method).remote() for a in self._actors.values()]
-        self._status = dict(zip(self._actors, ray.get(refs), strict=True))
+        self._status.update(zip(self._actors, ray.get(refs), strict=True))
 
     def env_for_share(self, share: float, node_id: str | None = None) -> dict[str, str]:
         """Environment for a CUDA process on ``node_id`` (default: this node) holding
@@ -309,9 +347,9 @@ def _warn_once(node_id: str, reason: str | None) -> None:
 def client_env(share: float) -> dict[str, str]:
     """Environment this process needs to use the MPS daemon Fluid runs on its node.
 
-    Called by `fluid.train.elastic` in every trial/worker process that holds a GPU, before
-    the loop starts (CUDA reads these variables when it creates its context). Returns {}
-    when no `MPSManager` daemon runs on this node.
+    `join` sets it in the process (the trainable Fluid runs, every ``fluid.train.elastic``
+    worker), before CUDA starts: CUDA reads these variables when it creates its context.
+    Returns {} when no `MPSManager` daemon runs on this node.
     """
     import ray
 
@@ -323,3 +361,18 @@ def client_env(share: float) -> dict[str, str]:
     except ValueError:
         return {}
     return ray.get(actor.client_env.remote(share, os.getpid()), timeout=_COMMAND_TIMEOUT_S)
+
+
+def join(share: float | None = None) -> dict[str, str]:
+    """Join this node's MPS daemon: `client_env` of ``share`` (default: the GPUs Ray assigned
+    this process) set in ``os.environ``, where CUDA reads it when this process creates its
+    context; returns it ({}: no daemon here, or no GPU). Call it before CUDA starts."""
+    import ray
+
+    if share is None:
+        if not ray.is_initialized():
+            return {}
+        share = float(ray.get_runtime_context().get_assigned_resources().get("GPU", 0.0))
+    env = client_env(share)
+    os.environ.update(env)
+    return env

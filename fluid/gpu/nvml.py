@@ -14,12 +14,19 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+#: The result key of a trial's peak GPU memory (bytes), which ``fluid.train.report`` and the
+#: trainables FluidExecutor runs on GPU nodes add, and which packing is checked against.
+PEAK_MEMORY_KEY = "fluid_peak_gpu_memory"
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,61 @@ def gpu_count(nvml: Any | None = None) -> int | None:
         return int(mod.nvmlDeviceGetCount())
     finally:
         _shutdown(mod)
+
+
+def _per_gpu(read: Callable[[Any, Any], Any], nvml: Any | None = None) -> list[Any] | None:
+    """``read(nvml, handle)`` of every GPU NVML sees on this node (``None``: no NVML)."""
+    mod, _ = _init(nvml)
+    if mod is None:
+        return None
+    try:
+        return [read(mod, mod.nvmlDeviceGetHandleByIndex(i))
+                for i in range(int(mod.nvmlDeviceGetCount()))]
+    except Exception:  # noqa: BLE001 -- an NVML error: as if NVML were not there
+        logger.debug("NVML query failed", exc_info=True)
+        return None
+    finally:
+        _shutdown(mod)
+
+
+def gpu_memory_gb(nvml: Any | None = None) -> float | None:
+    """GB of the smallest GPU NVML sees on this node (``None``: no NVML or no GPU)."""
+    totals = _per_gpu(lambda mod, h: int(mod.nvmlDeviceGetMemoryInfo(h).total), nvml)
+    return min(totals) / 2**30 if totals else None
+
+
+def process_gpu_memory(pid: int | None = None, nvml: Any | None = None) -> int | None:
+    """Bytes of GPU memory that process ``pid`` (default: this one) holds on this node's GPUs,
+    as NVML lists its compute processes (``None``: no NVML, or the process is not listed, as
+    where a container's process ids are not the host's)."""
+    pid = os.getpid() if pid is None else pid
+    used = _per_gpu(lambda mod, h: sum(int(p.usedGpuMemory or 0) for p in
+                                       mod.nvmlDeviceGetComputeRunningProcesses(h)
+                                       if p.pid == pid), nvml)
+    return (sum(used) or None) if used is not None else None
+
+
+def process_peak_memory() -> int | None:
+    """Peak GPU bytes of this process so far, as well as it can be known here: torch's peak
+    reserved memory where torch has started CUDA in this process, or what NVML lists for it
+    now, whichever is larger (``None``: neither is known)."""
+    seen = [process_gpu_memory()]
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        seen.append(int(torch.cuda.max_memory_reserved()))
+    return max((b for b in seen if b), default=None)
+
+
+def cluster_gpu_memory_gb(nodes: list[str]) -> float | None:
+    """GB of the smallest GPU on ``nodes`` (Ray node ids), as NVML on each reports it, read by
+    a task there (``None``: NVML sees no GPU on any)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    read = ray.remote(num_cpus=0)(gpu_memory_gb)
+    sizes = ray.get([read.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node_id=nid, soft=False)).remote() for nid in nodes])
+    return min((gb for gb in sizes if gb is not None), default=None)
 
 
 def _shutdown(mod: Any) -> None:

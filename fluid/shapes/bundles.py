@@ -52,9 +52,10 @@ def head_cpus(bundles: Sequence[Mapping[str, float]]) -> float:
     return float(bundles[0].get("CPU", 0)) if bundles else 0.0
 
 
-def label(width: float | None) -> str:
-    """``'0.5 GPU'``, ``'1 GPU'``, ``'gang of 3 GPU'``, ``'no GPU'`` (a trial that asked for
-    none); ``'-'`` when not running."""
+def label(width: float | None, gang: bool = True) -> str:
+    """``'0.5 GPU'``, ``'1 GPU'``, ``'gang of 3 GPU'`` (``'3 GPU'`` for one process that holds
+    them: ``gang=False``), ``'no GPU'`` (a trial that asked for none); ``'-'`` when not
+    running."""
     if width is None:
         return "-"
     if width <= WIDTH_TOL:
@@ -62,7 +63,7 @@ def label(width: float | None) -> str:
     if is_packed(width):
         return f"{width:.3g} GPU"
     w = gpus_of(width)
-    return "1 GPU" if w == 1 else f"gang of {w} GPU"
+    return f"{w} GPU" if w == 1 or not gang else f"gang of {w} GPU"
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,8 @@ from typing import Any
 import torch
 from ray.tune import Checkpoint
 
-from fluid.gpu.nvml import peak_gpu_memory
+from fluid.gpu.nvml import PEAK_MEMORY_KEY, peak_gpu_memory
 from fluid.train._context import get_context
-
-PEAK_MEMORY_KEY = "fluid_peak_gpu_memory"
 
 
 def _plain(key: str, value: Any) -> Any:

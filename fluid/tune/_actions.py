@@ -20,7 +20,6 @@ from ray.tune.experiment import Trial
 from fluid.tune import _ray_compat as compat
 from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._once import install_once
-from fluid.tune._placement_groups import describe
 from fluid.tune._plan_lines import PlanReport
 from fluid.tune._records import TrialRecord, TrialStore
 
@@ -92,16 +91,14 @@ def _sync_experiment(tc: Any) -> None:
 def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
     """Add each iteration's shape to its result, so progress tables and logs show it; keep
     each iteration once in the result files and for every other logger and callback
-    (``once.install_once``); start the MPS daemons (``mps``), stopped when the experiment
-    ends. Every callback of the experiment keeps its place in Tune's list (its saved state is
-    restored by place)."""
+    (``once.install_once``); stop the MPS daemons (``mps``) when the experiment ends (else
+    when the driver exits). Every callback of the experiment keeps its place in Tune's list
+    (its saved state is restored by place)."""
     column = partial(ShapeColumn, store=store, mps=mps, controller=controller)
     if not compat.replace_callback_list(controller, column) and mps is not None:
-        logger.warning("Fluid: cannot hook the experiment's end; stop the MPS daemons "
-                       "yourself with mps.stop()")
+        logger.warning("Fluid: cannot hook the experiment's end; the MPS daemons stop when "
+                       "this process exits")
     install_once(controller)
-    if mps is not None:
-        mps.start()
 
 
 def install_outstanding_limit(tc: Any, outstanding: Callable[[], int],
@@ -133,7 +130,7 @@ class ShapeColumn(CallbackList):
         # Its width now, or the one its result ran at when the base paused it at this result.
         width = None if rec is None else rec.actual if rec.actual is not None else rec.result_width
         if width is not None:
-            info["result"]["fluid_shape"] = describe(width)
+            info["result"]["fluid_shape"] = rec.shape(width)
             info["result"]["fluid_gpus"] = width
         super().on_trial_result(**info)
         compat.show_result_column(self._controller, "fluid_shape")

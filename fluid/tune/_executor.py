@@ -21,13 +21,12 @@ of the trials' ``Lifecycle`` and calls on the ``Planner``; all planning happens 
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
@@ -39,10 +38,12 @@ from fluid.tune import _ray_compat as compat
 from fluid.tune._base_view import base_view, eligible
 from fluid.tune._capacity import Capacity
 from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._gpu_nodes import GpuNodes
 from fluid.tune._group import TrialGroup, TrialGroupMixin
 from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._limits import announce_cap, check_base
 from fluid.tune._options import FluidConfigError, FluidOptions
+from fluid.tune._overhead import timed
 from fluid.tune._plan_lines import PlanReport
 from fluid.tune._planner import Planner
 from fluid.tune._records import OUTSTANDING, PLACED, Phase, TrialRecord, TrialStore
@@ -53,23 +54,6 @@ from fluid.tune._train_trials import check_ray_train
 from fluid.tune.profiler import Profile
 
 __all__ = ["FluidConfigError", "FluidExecutor"]
-
-_Hook = TypeVar("_Hook", bound=Callable[..., Any])
-
-
-def _timed(hook: _Hook) -> _Hook:
-    """Count the hook's wall-clock time in ``hook_seconds`` (Fluid's overhead on the driver)."""
-
-    @functools.wraps(hook)
-    def timed(executor: FluidExecutor, *args: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return hook(executor, *args)
-        finally:
-            executor.hook_seconds += time.perf_counter() - t0
-
-    return timed  # type: ignore[return-value]
-
 
 @compat.refuse_buffered_results
 class FluidExecutor(TrialScheduler):
@@ -125,6 +109,7 @@ class FluidExecutor(TrialScheduler):
         self._capacity = Capacity(store, self._clock, self.tunables, resources,
                                   refuse=not opts.wait_for_nodes)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
+        self._nodes = GpuNodes(opts.mps, ray_cluster=resources is None)
         self._checked = False
         self.hook_seconds = 0.0  # time spent in Fluid's hooks (its overhead on the driver)
 
@@ -143,14 +128,18 @@ class FluidExecutor(TrialScheduler):
         self._checked = True
         controller = compat.controller_of(tc)
         gpus, cpus = self._capacity.connect()
-        self._life.open(gpus, self.options.policy.gpu_memory)
+        nvml_gb = self._nodes.start()  # MPS daemons started, GPU memory read (None: no NVML)
+        memory = self.options.policy.gpu_memory or (
+            nvml_gb and nvml_gb * (1 - self.tunables.gpu_memory_headroom))  # None: unchecked
+        self.estimator.gpu_memory = memory
+        self._life.open(gpus, memory)
         self._planner.start(gpus, cpus, whole_budget=type(self.base) is FIFOScheduler)
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)
         actions.install_outstanding_limit(
             tc, self._store.in_flight,
             lambda: self._planner.in_flight_bound(self.options.max_outstanding))
-        actions.install_callbacks(controller, self._store, self.options.mps)
+        actions.install_callbacks(controller, self._store, self._nodes)
         compat.forgive_failures(controller, self.out_of_gpu_memory)
         self._state.open(compat.experiment_dir(controller), self.estimator)
 
@@ -178,7 +167,7 @@ class FluidExecutor(TrialScheduler):
         return out
 
     # ------------------------------------------------------------------ Tune's hooks
-    @_timed
+    @timed
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         """Hold the new trial (Tune sees it PAUSED) until the base would start it."""
         self._first_contact(tune_controller)
@@ -200,6 +189,7 @@ class FluidExecutor(TrialScheduler):
         self._life.admitted(rec, int(trial.last_result.get("training_iteration", 0) or 0),
                            again=requeued)
         actions.hold(tune_controller, trial, requeued)
+        self._nodes.admit(rec)
         self._planner.plan_again()
 
     def _file(self, rec: TrialRecord) -> None:
@@ -207,10 +197,12 @@ class FluidExecutor(TrialScheduler):
         self._store.add(rec)
         self.estimator.track(rec)
 
-    @_timed
+    @timed
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """Plan if anything changed; return the next planned trial with its new shape."""
-        self._life.cluster_changed(self._capacity.follow(self._planner))
+        gpus = self._capacity.follow(self._planner)
+        self._nodes.follow(gpus)
+        self._life.cluster_changed(gpus)
         # A trial the base paused is PAUSED only once Tune saved it; then the base may want
         # to start others (HyperBandForBOHB halves a bracket when nothing runs).
         settled = [t for t in self._pausing if self._store[t].trial.status != Trial.RUNNING]
@@ -242,7 +234,7 @@ class FluidExecutor(TrialScheduler):
         if again:
             self._planner.plan_again()  # look again next step
 
-    @_timed
+    @timed
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         """Measure; ask the base; PAUSE instead of CONTINUE when a resize is pending."""
         store, rec = self._store, self._store[trial.trial_id]
@@ -283,17 +275,17 @@ class FluidExecutor(TrialScheduler):
             self._state.save(self._snapshot, force=True)
         return widened
 
-    @_timed
+    @timed
     def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
         """Free the trial's GPUs, then tell the base."""
         self._depart(trial, self.base.on_trial_complete, tune_controller, trial, result)
 
-    @_timed
+    @timed
     def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
         """Free the trial's GPUs, then tell the base."""
         self._depart(trial, self.base.on_trial_error, tune_controller, trial)
 
-    @_timed
+    @timed
     def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
         """Free the trial's GPUs, then tell the base."""
         self._depart(trial, self.base.on_trial_remove, tune_controller, trial)
@@ -304,8 +296,7 @@ class FluidExecutor(TrialScheduler):
         if rec is not None:
             self._life.departed(rec)
             self._planner.departed(rec)
-            # The last trial out writes the final state; the others only as often as the
-            # throttle allows (the state grows with every trial: a write per trial is O(n^2)).
+            # The last trial out writes the final state, the others as the throttle allows.
             self._state.save(self._snapshot, force=not self._store.count(OUTSTANDING))
         with base_view(self._store, base=self.base):
             self._ask_base(tell_base, *args)
@@ -346,8 +337,7 @@ class FluidExecutor(TrialScheduler):
 
     def get_trial(self, trial_id: str) -> Trial | None:
         """The Tune trial of that id, if Fluid has seen it."""
-        rec = self._store.get(trial_id)
-        return rec.trial if rec else None
+        return rec.trial if (rec := self._store.get(trial_id)) else None
 
     @property
     def resizes(self) -> int:
@@ -372,14 +362,12 @@ class FluidExecutor(TrialScheduler):
         GPU ids are those of Fluid's own placement (Ray may pick other physical GPUs for a
         fractional share); they show how the plan packs and spreads trials.
         """
-        rec = self._store.get(trial_id)
-        return list(rec.shapes) if rec else []
+        return list(rec.shapes) if (rec := self._store.get(trial_id)) else []
 
     def gpu_need(self, trial_id: str) -> float | None:
         """Least share of a GPU the trial is given since it ran out of GPU memory on a smaller
         one (kept with the experiment's measurements); ``None``: it never ran out."""
-        rec = self._store.get(trial_id)
-        return rec.min_share if rec else None
+        return rec.min_share if (rec := self._store.get(trial_id)) else None
 
     def save(self, checkpoint_path: str) -> None:
         """Write Fluid's measurements to ``checkpoint_path`` (Tune's scheduler checkpoint)."""

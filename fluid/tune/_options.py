@@ -61,8 +61,13 @@ class FluidOptions:
             reported (``None``: ``Tunables.default_iteration_time = 1``; only the ratios
             between trials matter, so budgets decide at first).
         dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
-        mps: a ``fluid.gpu.MPSManager`` (any object with ``start()`` and ``stop()``): started
-            with the experiment (one MPS daemon per GPU node) and stopped when it ends.
+        mps: ``"auto"`` (default): an MPS daemon on every GPU node where
+            ``nvidia-cuda-mps-control`` is on PATH and NVML sees GPUs (nodes that join later
+            included; one that already runs there is used and left running), stopped when
+            the experiment ends; every process of a trial holding GPUs joins its node's daemon
+            before the user's code runs. ``False``: no MPS. A ``fluid.gpu.MPSManager`` (any
+            object with ``start()`` and ``stop()``): that one, e.g. with
+            ``enable_thread_percentage=True``.
         refine: learn each trial's own ``alpha_i``/``beta_i`` from its iteration times at two
             widths (a share ``1/p`` against one GPU gives ``alpha_i``, a gang of ``w`` GPUs
             ``beta_i``), shrunk towards the prior; ``False``: the prior for every trial.
@@ -110,7 +115,7 @@ class FluidOptions:
     default_iteration_time: float | None = None
     dynamic: bool = True
     refine: bool = True
-    mps: Any = None
+    mps: Any = "auto"
     resize_requests: bool | None = None
     verbose: bool | None = None
     wait_for_nodes: bool = True
@@ -144,9 +149,10 @@ class FluidOptions:
         except ValueError as e:
             raise FluidConfigError(str(e)) from None
         mps = self.mps
-        if mps is not None and not (callable(getattr(mps, "start", None))
-                                    and callable(getattr(mps, "stop", None))):
-            raise FluidConfigError(f"mps must be a fluid.gpu.MPSManager, got {mps!r}")
+        if not (mps is False or mps is None or mps == "auto" and isinstance(mps, str)
+                or callable(getattr(mps, "start", None)) and callable(getattr(mps, "stop", None))):
+            raise FluidConfigError(
+                f"mps must be 'auto', False or a fluid.gpu.MPSManager, got {mps!r}")
         object.__setattr__(self, "tunables", tunables)
         object.__setattr__(self, "policy", policy)
 

@@ -101,12 +101,12 @@ class PlanReport:
         shared = f", shared with {mates} other trial{'s' if mates != 1 else ''}" if mates else ""
         slot = "slot" if len(gpus) == 1 else "slots"
         self.line("Fluid: %s runs on %s (plan %s %s%s; Ray picks the device)", rec.trial,
-                  describe(rec.width), slot, where, shared)
+                  rec.shape(rec.width), slot, where, shared)
 
     def resizing(self, rec: TrialRecord) -> None:
         """A running trial pauses to restart at another width."""
-        self.line("Fluid: resizing %s from %s to %s", rec.trial, describe(rec.actual),
-                  describe(rec.width))
+        self.line("Fluid: resizing %s from %s to %s", rec.trial, rec.shape(rec.actual),
+                  rec.shape(rec.width))
 
     def request_resized(self, rec: TrialRecord) -> None:
         """A trial runs on other GPUs than it asked for. With ``resize_requests=True`` a
@@ -120,10 +120,10 @@ class PlanReport:
                 self.line("Fluid: trials that ask for one GPU are sized by Fluid (packed where "
                           "measured cheap and memory-safe; %s runs on %s); "
                           "resize_requests=False keeps every request", rec.trial,
-                          describe(rec.width))
+                          rec.shape(rec.width))
             self._warned.add(rec.trial_id)
             return
         self._warned.add(rec.trial_id)
         logger.log(logging.DEBUG if self.verbose is False else logging.WARNING,
                    "Fluid: trial %s asked for %g GPUs; Fluid runs it on %s "
-                   "(resize_requests=True)", rec.trial, rec.asked, describe(rec.width))
+                   "(resize_requests=True)", rec.trial, rec.asked, rec.shape(rec.width))

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from fluid.shapes.bundles import label
 from fluid.shapes.extras import Extras
 from fluid.tune._group import TrialGroup
 
@@ -138,6 +139,12 @@ class TrialRecord:
     def trial_id(self) -> str:
         """The Tune trial id."""
         return self.trial.trial_id
+
+    def shape(self, width: float | None) -> str:
+        """How the trial runs at ``width``, as users read it (``'0.5 GPU'``, ``'gang of 2
+        GPU'``, ``'2 GPU'``: a trainable that is neither elastic nor a Ray Train trainer
+        holds its GPUs in one process)."""
+        return label(width, gang=self.elastic or self.ray_train)
 
 
 class TrialStore:

@@ -30,16 +30,16 @@ import statistics
 import tempfile
 import types
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fluid.core import fit_alpha, fit_beta, packing_limit, scaling_limit
 from fluid.core.tunables import DEFAULTS
+from fluid.gpu.nvml import PEAK_MEMORY_KEY
+from fluid.tune._gpu_nodes import GpuNodes, measured
 from fluid.tune._options import FluidConfigError
 from fluid.tune._placement_groups import is_elastic_class, shape_for
 
-#: What a ``fluid.train`` trainable reports its peak GPU memory as (bytes).
-PEAK_MEMORY_KEY = "fluid_peak_gpu_memory"
 #: Where profiles are cached unless ``cache`` says otherwise.
 #: Packing degrees (1..MAX_PACK per GPU) and gang sizes (1..MAX_WORKERS GPUs) measured by
 #: default: published training measurements of packing and of small gangs stop about there.
@@ -63,6 +63,8 @@ class Profile:
         memory: the largest peak GPU memory a run reported (GB; ``None``: none reported).
         device: the device model the numbers were measured on (``cpu: ...`` without GPUs).
         key: the cache key.
+        sharing: how the packed copies shared their GPU: ``"mps"`` (each joined the node's
+            MPS daemon, as FluidExecutor's trials do by default) or ``"time-sliced (why)"``.
     """
 
     alpha: float
@@ -75,6 +77,7 @@ class Profile:
     memory: float | None = None
     device: str = ""
     key: str = ""
+    sharing: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (what ``fluid profile --json`` prints)."""
@@ -92,6 +95,7 @@ class Profile:
             alphas={int(k): float(v) for k, v in obj.get("alphas", {}).items()},
             memory=None if obj.get("memory") is None else float(obj["memory"]),
             device=obj.get("device", ""), key=obj.get("key", ""),
+            sharing=obj.get("sharing", ""),
         )
 
     @classmethod
@@ -213,6 +217,7 @@ def profile(
     cache: str | None = DEFAULT_CACHE,
     refresh: bool = False,
     progress: Callable[[str], None] | None = None,
+    mps: Any = "auto",
 ) -> Profile:
     """Measure ``alpha``, ``c``, ``beta``, ``d`` of ``trainable`` with ``config`` (cached).
 
@@ -232,20 +237,41 @@ def profile(
         cache: JSON cache file; ``None`` disables caching.
         refresh: measure again even when the cache has this key.
         progress: called with a line of text before each measurement.
+        mps: as ``FluidExecutor(mps=...)``: by default the packed copies share their GPU
+            under MPS where the node has it, as the experiment's trials will
+            (``Profile.sharing`` says which; the cache keeps the two apart).
     """
     _check_setup(iterations, max_pack, max_workers)
     device = device_model()
-    key = cache_key(trainable, config, device)
-    if cache and not refresh and key in (cached := _load_cache(cache)):
-        return Profile.from_json(cached[key])
+    nodes = GpuNodes(mps, ray_cluster=True)
+    nodes.start()  # copies packed on a GPU share it as FluidExecutor's trials would
+    try:
+        key = cache_key(trainable, config, f"{device} {nodes.sharing()}")
+        if cache and not refresh and key in (cached := _load_cache(cache)):
+            return Profile.from_json(cached[key])
+        runnable = measured(_as_class(trainable)) if nodes.running or nodes.memory_gb \
+            else trainable
+        prof = _measure(runnable, is_elastic_class(_as_class(trainable)), config, iterations,
+                        max_pack, max_workers, cpus_per_trial, (o_th, s_th), progress)
+    finally:
+        nodes.stop()
+    prof = replace(prof, device=device, key=key, sharing=nodes.sharing())
+    if cache:
+        _store(cache, key, prof)
+    return prof
 
+
+def _measure(runnable: Any, elastic: bool, config: dict[str, Any], iterations: int,
+             max_pack: int, max_workers: int, cpus_per_trial: float,
+             thresholds: tuple[float, float], progress: Callable[[str], None] | None,
+             ) -> Profile:
+    """The profile of ``runnable`` (the trainable as it runs), without device and key."""
     say = progress or (lambda _line: None)
     storage = tempfile.mkdtemp(prefix="fluid-profile-")
-
     peaks: list[float] = []
 
     def timed(copies: int, pgf: Any) -> float:
-        seconds, peak = _run_copies(trainable, config, copies, pgf, iterations, storage)
+        seconds, peak = _run_copies(runnable, config, copies, pgf, iterations, storage)
         peaks.extend([peak] if peak is not None else [])
         return seconds
 
@@ -253,17 +279,13 @@ def profile(
     for p in range(1, max_pack + 1):
         say(f"profiling: {p} trial(s) sharing one GPU")
         pack_times[p] = timed(p, shape_for(1.0 / p if p > 1 else 1.0, cpus_per_trial, 0))
-    elastic = is_elastic_class(_as_class(trainable))
     gang_times: dict[int, float] = {1: pack_times[1]}
     if elastic:
         for w in range(2, max_workers + 1):
             say(f"profiling: a gang of {w} GPUs")
             gang_times[w] = timed(1, shape_for(float(w), cpus_per_trial, cpus_per_trial))
-    prof = Profile.measured(pack_times, gang_times, o_th, s_th, elastic,
-                            memory=max(peaks, default=None), device=device, key=key)
-    if cache:
-        _store(cache, key, prof)
-    return prof
+    return Profile.measured(pack_times, gang_times, *thresholds, elastic,
+                            memory=max(peaks, default=None))
 
 
 def _check_setup(iterations: int, max_pack: int, max_workers: int) -> None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import stat
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import ray
+from ray import tune
 
 import fluid.train as ft
 from fluid.gpu import mps
@@ -16,12 +20,44 @@ from fluid.gpu import mps
 from ..train.fluid_train_loops import ResultLog, env_loop, fit, packed
 
 FAKE = """#!/bin/sh
-# Fake MPS control: log argv, the pipe/log directories and (for commands) stdin.
+# Stand-in MPS control: log argv, the pipe/log directories and (for commands) stdin; a daemon
+# that runs has a ``control`` file in its pipe directory, as MPS's own has its socket there.
 if [ "$1" = "-d" ]; then
   echo "start pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY cvd=${CUDA_VISIBLE_DEVICES-unset}" >> {log}
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" && touch "$CUDA_MPS_PIPE_DIRECTORY/control"
 else
-  echo "cmd pipe=$CUDA_MPS_PIPE_DIRECTORY stdin=$(cat)" >> {log}
+  stdin=$(cat)
+  echo "cmd pipe=$CUDA_MPS_PIPE_DIRECTORY stdin=$stdin" >> {log}
+  [ "$stdin" = "quit" ] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"
 fi
+exit 0
+"""
+
+#: Stand-in NVML (the ``pynvml`` module, first on every worker's path), as the JSON file
+#: ``{path}`` says: ``{"count": GPUs, "total_gb": each GPU's memory, "process_gb": what every
+#: process that asks sees itself hold}``; an empty file is NVML without a driver.
+FAKE_NVML = """import json, os, pathlib, types
+class NVMLError(Exception):
+    pass
+def _state():
+    text = pathlib.Path({path!r}).read_text().strip()
+    if not text:
+        raise NVMLError("stand-in NVML: no driver")
+    return json.loads(text)
+def nvmlInit():
+    _state()
+def nvmlShutdown():
+    pass
+def nvmlDeviceGetCount():
+    return _state()["count"]
+def nvmlDeviceGetHandleByIndex(i):
+    return i
+def nvmlDeviceGetMemoryInfo(handle):
+    total = int(_state()["total_gb"] * 2**30)
+    return types.SimpleNamespace(total=total, used=0, free=total)
+def nvmlDeviceGetComputeRunningProcesses(handle):
+    used = int(_state().get("process_gb", 0) * 2**30)
+    return [types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=used)] if handle == 0 else []
 """
 
 
@@ -31,18 +67,43 @@ def write_fake(directory: Path, log: Path) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
+@dataclass
+class StandIns:
+    log: Path  # what the stand-in control binary was asked
+    nvml: Path  # what the stand-in NVML reports (empty: no driver)
+
+    def gpus(self, count: int = 4, total_gb: float = 16.0, process_gb: float = 1.0) -> None:
+        """NVML sees ``count`` GPUs of ``total_gb``, and each process holding ``process_gb``."""
+        self.nvml.write_text(json.dumps(
+            {"count": count, "total_gb": total_gb, "process_gb": process_gb}))
+
+    def no_driver(self) -> None:
+        self.nvml.write_text("")
+
+    def lines(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+
 @pytest.fixture(scope="module")
 def fake_mps(tmp_path_factory):
-    """Ray with the fake binary first on every worker's PATH; yields the command log."""
+    """Ray with the stand-in binary on every worker's PATH and the stand-in NVML first on
+    their Python path; yields them (NVML sees no GPU until told)."""
     d = tmp_path_factory.mktemp("fakebin")
-    log = d / "mps.log"
-    write_fake(d, log)
-    old = os.environ["PATH"]
-    os.environ["PATH"] = f"{d}{os.pathsep}{old}"  # raylet and workers inherit it
+    standins = StandIns(d / "mps.log", d / "nvml.json")
+    standins.no_driver()
+    write_fake(d, standins.log)
+    (d / "pynvml.py").write_text(FAKE_NVML.replace("{path!r}", repr(str(standins.nvml))))
+    old = {k: os.environ.get(k) for k in ("PATH", "PYTHONPATH")}
+    os.environ["PATH"] = f"{d}{os.pathsep}{old['PATH']}"  # raylet and workers inherit it
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(d), old["PYTHONPATH"]) if p)
     ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)
-    yield log
+    yield standins
     ray.shutdown()
-    os.environ["PATH"] = old
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def _lines(log: Path) -> list[str]:
@@ -50,7 +111,7 @@ def _lines(log: Path) -> list[str]:
 
 
 def test_daemon_per_node_and_thread_percentage_for_packed_trials(fake_mps, tmp_path):
-    log = fake_mps
+    log = fake_mps.log
     log.write_text("")
     manager = mps.MPSManager(enable_thread_percentage=True, require_gpu=False, root=str(tmp_path))
     status = manager.start()
@@ -88,7 +149,7 @@ def test_thread_percentage_off_by_default(fake_mps, tmp_path):
 
 
 def test_node_without_gpu_is_reported_once_and_trials_run_time_shared(fake_mps, tmp_path, caplog):
-    log = fake_mps
+    log = fake_mps.log
     log.write_text("")
     caplog.set_level(logging.WARNING, logger="fluid.gpu.mps")
     mps._warned_nodes.clear()
@@ -135,7 +196,7 @@ def test_fluid_executor_runs_the_daemons_for_an_experiment(fake_mps, tmp_path):
 
     from fluid import FluidExecutor
 
-    log = fake_mps
+    log = fake_mps.log
     log.write_text("")
     manager = mps.MPSManager(enable_thread_percentage=True, require_gpu=False, root=str(tmp_path))
     results = ResultLog()
@@ -153,3 +214,198 @@ def test_fluid_executor_runs_the_daemons_for_an_experiment(fake_mps, tmp_path):
     # Two trials on one GPU, c = 4: only two share it, so each gets half of it (not 1/c) and
     # is limited to 50% of the SMs.
     assert sorted((r["gpu_share"], r["pct"]) for r in results.results) == [(0.5, "50")] * 2
+
+
+def _function_trainable(config):
+    tune.report({"pipe": os.environ.get(mps.PIPE_ENV, ""),
+                 "pct": os.environ.get(mps.THREAD_PERCENTAGE_ENV, "")})
+
+
+class _ClassTrainable(tune.Trainable):
+    def setup(self, config):
+        self.seen = {"pipe": os.environ.get(mps.PIPE_ENV, ""),
+                     "pct": os.environ.get(mps.THREAD_PERCENTAGE_ENV, "")}
+
+    def step(self):
+        return {**self.seen, "done": True}
+
+
+# Ray's workers do not have tests/ on their path: ship the trainables above by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _run(trainable, executor, storage: Path, gpu: float = 0.5) -> list[dict]:
+    from fluid import FluidExecutor
+
+    results = ResultLog()
+    tune.Tuner(
+        tune.with_resources(trainable, {"cpu": 0.5, "gpu": gpu}),
+        param_space={"n": tune.grid_search([0, 1])},
+        tune_config=tune.TuneConfig(scheduler=executor or FluidExecutor()),
+        run_config=tune.RunConfig(storage_path=str(storage), callbacks=[results], verbose=0),
+    ).fit()
+    return results.results
+
+
+@pytest.mark.parametrize("trainable", [_function_trainable, _ClassTrainable],
+                         ids=["function", "class"])
+def test_by_default_packed_trials_join_the_daemon_fluid_starts_where_mps_is(
+        fake_mps, tmp_path, trainable):
+    fake_mps.log.write_text("")
+    fake_mps.gpus()  # NVML sees GPUs: MPS is available on the node
+    try:
+        results = _run(trainable, None, tmp_path)  # FluidExecutor(), no options
+    finally:
+        fake_mps.no_driver()
+    start, quit_ = fake_mps.lines()
+    pipe = start.split()[1].removeprefix("pipe=")
+    assert start.startswith("start") and quit_ == f"cmd pipe={pipe} stdin=quit"
+    assert pipe.startswith("/tmp/fluid-mps/")
+    assert [(r["pipe"], r["pct"]) for r in results] == [(pipe, "")] * 2  # at their first line
+    assert [r["fluid_mps"] for r in results] == [True, True]  # and each result says so
+
+
+def test_with_thread_percentages_each_packed_trial_gets_its_share(fake_mps, tmp_path):
+    from fluid import FluidExecutor
+
+    fake_mps.log.write_text("")
+    manager = mps.MPSManager(enable_thread_percentage=True, require_gpu=False, root=str(tmp_path))
+    results = _run(_function_trainable, FluidExecutor(mps=manager), tmp_path / "exp", gpu=0.25)
+    assert sorted(r["pct"] for r in results) == ["25", "25"]
+    (pipe,) = {r["pipe"] for r in results}
+    assert pipe.startswith(str(tmp_path)) and pipe.endswith("/pipe")
+
+
+def test_a_daemon_that_already_runs_is_used_and_left_running(fake_mps, tmp_path):
+    from fluid import FluidExecutor
+
+    fake_mps.log.write_text("")
+    system = tmp_path / "nvidia-mps"
+    system.mkdir()
+    (system / "control").touch()  # the administrators' daemon answers here
+    manager = mps.MPSManager(require_gpu=False, root=str(tmp_path), system_pipe_dir=str(system))
+    results = _run(_function_trainable, FluidExecutor(mps=manager), tmp_path / "exp")
+    assert [r["pipe"] for r in results] == [str(system)] * 2
+    (status,) = manager.status().values()
+    assert not status["owned"] and (system / "control").exists()
+    assert fake_mps.lines() == [], "neither started nor stopped"
+
+
+def test_without_mps_anywhere_trainables_are_left_as_they_are(fake_mps, tmp_path):
+    fake_mps.log.write_text("")  # NVML sees no GPU here: no daemon, nothing wrapped
+    results = _run(_function_trainable, None, tmp_path)
+    assert [(r["pipe"], r["pct"]) for r in results] == [("", "")] * 2
+    assert fake_mps.lines() == []
+    assert all("fluid_mps" not in r for r in results)  # nothing wrapped
+
+
+@pytest.mark.parametrize(("process_gb", "packs"), [(10.0, False), (4.0, True)],
+                         ids=["peaks-do-not-fit", "peaks-fit"])
+def test_by_default_trials_are_packed_only_where_their_measured_peaks_fit_a_gpu(
+        fake_mps, tmp_path, process_gb, packs):
+    """NVML says 16 GB GPUs and what each trial process holds; Fluid packs the cheap one-GPU
+    trials after its first wave (no peak known yet: one GPU each) two to a GPU only where two
+    such peaks fit (10% left free)."""
+    from fluid import FluidExecutor
+    from fluid.train.modeled import modeled_trainable
+
+    fake_mps.gpus(count=4, total_gb=16.0, process_gb=process_gb)
+    ex = FluidExecutor(alpha=1.25, cpus_per_trial=0.1)
+    try:
+        analysis = tune.run(
+            tune.with_resources(modeled_trainable, {"cpu": 0.1, "gpu": 1}),
+            config={"t1": 1.0, "iters": 3, "alpha": 1.25, "n": tune.grid_search(list(range(12)))},
+            scheduler=ex, storage_path=str(tmp_path), verbose=0)
+    finally:
+        fake_mps.no_driver()
+    frames = analysis.trial_dataframes
+    assert all(t.status == "TERMINATED" for t in analysis.trials)
+    peaks = {int(p) for t in analysis.trials for p in frames[t.trial_id]["fluid_peak_gpu_memory"]}
+    assert peaks == {int(process_gb * 2**30)}  # measured in every trial's own process
+    assert _most_on_one_gpu(ex, analysis.trials) == (2 if packs else 1)
+
+
+def _most_on_one_gpu(ex, trials) -> int:
+    """The most trials Fluid's placements had on one GPU at once, replayed."""
+    events = []
+    for t in trials:
+        timeline = ex.shape_timeline(t.trial_id)
+        for (start, _w, gpus), (end, _, _) in zip(timeline, timeline[1:], strict=False):
+            events += [(start, 1, g) for g in gpus] + [(end, -1, g) for g in gpus]
+    load: dict[int, int] = {}
+    most = 0
+    for _, delta, g in sorted(events, key=lambda e: (e[0], e[1])):
+        load[g] = load.get(g, 0) + delta
+        most = max(most, load[g])
+    return most
+
+
+def test_fluid_profile_measures_packing_under_mps_where_the_node_has_it(fake_mps, tmp_path):
+    from fluid.tune.profiler import profile
+
+    fake_mps.log.write_text("")
+    fake_mps.gpus(process_gb=3.0)
+    try:
+        prof = profile(_ClassTrainable, {}, iterations=2, max_pack=2, max_workers=1, cache=None)
+    finally:
+        fake_mps.no_driver()
+    assert prof.sharing == "mps" and prof.memory == 3.0  # each copy's process measured
+    assert [line.split()[0] for line in fake_mps.lines()] == ["start", "cmd"]  # and stopped
+    prof = profile(_ClassTrainable, {}, iterations=2, max_pack=2, max_workers=1, cache=None)
+    assert prof.sharing.startswith("time-sliced (NVML")  # no driver: no daemon, and why
+
+
+#: A driver of its own (its own Ray instance; the stand-ins come with the environment): an
+#: experiment under FluidExecutor() that is interrupted (SIGINT once the daemon started) or
+#: fails (a callback raises in the driver).
+DRIVER = """
+import sys, time
+import ray
+from ray import tune
+from fluid import FluidExecutor
+
+class Fails(tune.Callback):
+    def on_trial_result(self, **info):
+        raise RuntimeError("a callback failed")
+
+def train(config):
+    for i in range(600):
+        tune.report({"i": i})
+        time.sleep(0.1)
+
+ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+tune.run(tune.with_resources(train, {"cpu": 0.5, "gpu": 1}), scheduler=FluidExecutor(),
+         storage_path=sys.argv[2], verbose=0,
+         callbacks=[Fails()] if sys.argv[1] == "fail" else [])
+"""
+
+
+@pytest.mark.parametrize("ending", ["interrupt", "fail"])
+def test_the_daemon_stops_when_the_experiment_is_interrupted_or_fails(fake_mps, tmp_path,
+                                                                      ending):
+    import signal
+    import subprocess
+    import time
+
+    fake_mps.log.write_text("")
+    fake_mps.gpus()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, ending, str(tmp_path)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not fake_mps.lines() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert fake_mps.lines(), "no daemon was started"
+        if ending == "interrupt":
+            time.sleep(2)  # the trial runs
+            proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=40)  # well before the trial's 60 s
+    finally:
+        proc.kill()
+        fake_mps.no_driver()
+    start, *rest = fake_mps.lines()
+    pipe = start.split()[1].removeprefix("pipe=")
+    assert rest == [f"cmd pipe={pipe} stdin=quit"], out[-3000:]
+    if ending == "fail":
+        assert proc.returncode != 0 and "a callback failed" in out

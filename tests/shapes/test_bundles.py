@@ -53,6 +53,8 @@ def test_process_shape_of_cpu_gangs_and_bad_shapes():
 
 def test_labels():
     assert [label(w) for w in (None, 0.5, 1.0, 3.0)] == ["-", "0.5 GPU", "1 GPU", "gang of 3 GPU"]
+    # one process holding several GPUs (a trainable that is not elastic) is not a gang
+    assert [label(w, gang=False) for w in (0.5, 1.0, 2.0)] == ["0.5 GPU", "1 GPU", "2 GPU"]
 
 
 def test_the_elastic_marker_is_seen_on_functions_wrappers_and_classes():

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from ray.tune import Callback
 
 from fluid.tune._actions import ShapeColumn
+from fluid.tune._records import TrialRecord
 
 
 class Stateful(Callback):
@@ -25,7 +26,8 @@ class Stateful(Callback):
 
 class Store:
     def get(self, trial_id):
-        return SimpleNamespace(actual=0.5) if trial_id == "packed" else None
+        return TrialRecord(trial=None, group=0, until=None, actual=0.5) \
+            if trial_id == "packed" else None
 
 
 def test_each_result_has_its_shape_before_any_callback_sees_it():

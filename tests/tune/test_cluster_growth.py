@@ -1,5 +1,6 @@
 """An autoscaling cluster: no GPU when the experiment starts, then too few for a trial's request,
-then enough. Fluid waits, says what it waits for in one line each time, and plans as nodes join.
+then enough. Fluid waits, says what it waits for in one line each time, and plans as nodes join;
+each GPU node that joins is probed for MPS.
 """
 
 from __future__ import annotations
@@ -76,3 +77,9 @@ def test_fluid_waits_for_gpu_nodes_and_plans_as_they_join(growing, tmp_path, cap
     assert len(said()) == 2  # one line for each thing waited for
     # a GPU node while there is none, the trial's shape while too few, nothing once there
     assert asked == [[{"GPU": 1.0}], [], [{"CPU": 0.1, "GPU": 2.0}], []], asked
+    # MPS by default: each GPU node was probed as it joined (none has MPS here: each is named
+    # once, with the reason; where one has, the same call starts its daemon)
+    joined = {n["NodeID"][:12] for n in ray.nodes() if n["Resources"].get("GPU")}
+    named = [r.getMessage().split("no MPS on node ")[1][:12] for r in caplog.records
+             if "no MPS on node" in r.getMessage()]
+    assert sorted(named) == sorted(joined) and len(joined) == 2

@@ -14,7 +14,7 @@ from fluid.tune._options import FluidConfigError, FluidOptions
     ({"trial_memory": 0}, "trial_memory must be > 0 GB, got 0"),
     ({"cpus_per_worker": -1}, "cpus_per_worker must be >= 0, got -1"),
     ({"default_iteration_time": 0}, "default_iteration_time must be > 0 seconds, got 0"),
-    ({"mps": object()}, "mps must be a fluid.gpu.MPSManager"),
+    ({"mps": object()}, "mps must be .auto., False or a fluid.gpu.MPSManager"),
 ])
 
 

@@ -15,10 +15,13 @@ def test_fluid_profile_cli_prints_and_reuses_cache(tmp_path, capsys):
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "alpha =" in first and "CPU numbers" in first
+    # no MPS here: the packed copies time-sliced, and the output says why
+    assert "packing (time-sliced (nvidia-cuda-mps-control is not on PATH)):" in first
     assert main(args + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"alpha", "c", "beta", "d", "pack_times", "device", "cpu_numbers"}
     assert out["cpu_numbers"] is True and out["d"] == 1  # not elastic: no gangs
+    assert out["sharing"].startswith("time-sliced")
     # One measured time per packing (how fast is for benchmarks, not for a shared machine).
     assert set(out["pack_times"]) == {"1", "2"} and min(out["pack_times"].values()) > 0
     # The second call measured nothing: it printed what the first one cached.

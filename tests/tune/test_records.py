@@ -66,3 +66,13 @@ def test_in_phase_follows_every_phase_change_in_the_order_trials_were_added():
         wanted = frozenset(rng.sample(phases, rng.randint(1, 4)))
         expected = [r for r in store.records.values() if r.phase in wanted]
         assert [id(r) for r in store.in_phase(wanted)] == [id(r) for r in expected]
+
+
+def test_a_trial_holding_several_gpus_in_one_process_is_not_called_a_gang():
+    def rec(**kw):
+        return TrialRecord(trial=None, group=0, until=None, **kw)
+
+    assert rec().shape(2.0) == "2 GPU"  # tune.with_resources(train, {"gpu": 2})
+    assert rec(elastic=True).shape(2.0) == "gang of 2 GPU"
+    assert rec(ray_train=True).shape(3.0) == "gang of 3 GPU"  # Ray Train's workers
+    assert rec().shape(0.5) == "0.5 GPU" and rec().shape(None) == "-"
