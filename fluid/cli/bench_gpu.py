@@ -8,7 +8,7 @@ Two parts, each with a progress line per step on stderr:
   (``fluid.gpu.colocate``; the command is each point's source). ``fluid simulate --validate
   --references DIR/packing.json`` scores the simulator on them.
 * ``tuning``: a real Ray Tune job on this GPU, under plain Tune and under
-  ``FluidExecutor(mps=MPSManager())``, with the simulator's prediction for the same job from the
+  ``FluidExecutor()``, with the simulator's prediction for the same job from the
   measured packing (``fluid.cli.bench_gpu_tuning``).
 
 ``--smoke`` runs the same pipeline on the CPU in well under a minute (a tiny model, ``k`` up to
@@ -139,6 +139,8 @@ def _print_table(summary: dict[str, Any]) -> None:
               f"speedup {t['speedup']:.2f}x (simulated "
               f"{'n/a' if sim is None else f'{sim:.2f}x'}); Fluid's resizes "
               f"{t['fluid']['restarts']}, eps {t['fluid']['eps']}")
+        print(f"  packed results under MPS: {t['fluid']['packed_results_under_mps']} of "
+              f"{t['fluid']['packed_results']}")
     print(f"  MPS processes left after the run: {summary['mps_processes_left']}")
 
 

@@ -4,11 +4,13 @@ A grid of learning rates (one trial each, same seed) trains ResNet-18 (``--smoke
 on a learnable CIFAR-10-shaped synthetic task: each class is a fixed low-frequency colour
 pattern under Gaussian noise, generated on the trial's device step by step (no data loader, no
 files), so accuracy on a held-out set climbs over a few iterations. The trainable is
-``tune.with_resources(fluid.train.elastic(loop), {"gpu": 1})``; it reports a checkpoint with
-every result, so Fluid may pack or restart it. Plain Tune runs it as asked (one trial per GPU);
-Fluid runs it as ``FluidExecutor(mps=MPSManager())``, nothing else set. Measured per run: wall
-time, time to the target accuracy, best config and accuracy, peak GPU memory, and for Fluid
-each trial's shapes, its resizes and its measured resize cost ``eps``. The simulator
+``tune.with_resources(loop, {"gpu": 1})``, an ordinary Tune function trainable; it reports a
+checkpoint with every result, so Fluid may pack or restart it. Plain Tune runs it as asked (one
+trial per GPU); Fluid runs it as ``FluidExecutor()``, nothing set (MPS by default where the node
+has it). Measured per run: wall time, time to the target accuracy, best config and accuracy,
+peak GPU memory, and for Fluid each trial's shapes, its resizes, its measured resize cost
+``eps``, and how many results of packed trials ran as MPS clients
+(``packed_results_under_mps`` of ``packed_results``). The simulator
 (``fluid.cli.bench_e2e.predict_modeled``) predicts both runs from the measured one-GPU
 iteration time, the measured packing (``alpha`` of a measured pair, from ``2 / ratio``) and the
 measured restart cost, Fluid told ``alpha`` as if profiled.
@@ -16,6 +18,7 @@ measured restart cost, Fluid told ``alpha`` as if profiled.
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -84,19 +87,25 @@ def _accuracy(model: Any, x: Any, y: Any) -> float:
 
 
 def tuning_loop(config: dict[str, Any]) -> None:
-    """The trial: ``config["iterations"]`` results of ``config["steps"]`` SGD steps, a
-    checkpoint with each (a ``fluid.train.elastic`` loop)."""
+    """The trial, an ordinary Tune function trainable as a user writes one:
+    ``config["iterations"]`` results of ``config["steps"]`` SGD steps on the GPU Ray gives it,
+    each with a checkpoint (so that Fluid may pack or restart it)."""
     import torch
+    from ray import tune
 
-    import fluid.train as ft
     from fluid.gpu.workloads import resnet18_cifar, tiny_cnn
 
     torch.manual_seed(config["seed"])
-    device = ft.get_context().device
-    model = ft.prepare_model(resnet18_cifar() if config["model"] == "resnet18" else tiny_cnn())
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = (resnet18_cifar() if config["model"] == "resnet18" else tiny_cnn()).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=0.9)
-    state = ft.load_checkpoint(model=model, optimizer=opt)
-    done = state["iteration"] if state else 0
+    done = 0
+    if (ckpt := tune.get_checkpoint()) is not None:
+        with ckpt.as_directory() as d:
+            state = torch.load(os.path.join(d, "state.pt"), map_location=device)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        done = state["iteration"]
     val_x, val_y = synthetic_batch(-1, _VAL, device)
     loss_fn = torch.nn.CrossEntropyLoss()
     while done < config["iterations"]:
@@ -107,8 +116,12 @@ def tuning_loop(config: dict[str, Any]) -> None:
             loss.backward()
             opt.step()
         done += 1
-        ckpt = ft.save_checkpoint(model=model, optimizer=opt, iteration=done)
-        ft.report({METRIC: _accuracy(model, val_x, val_y), "loss": loss.item()}, checkpoint=ckpt)
+        metrics = {METRIC: _accuracy(model, val_x, val_y), "loss": loss.item(),
+                   "reserved": torch.cuda.max_memory_reserved() if device.type == "cuda" else 0}
+        with tempfile.TemporaryDirectory() as d:
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "iteration": done}, os.path.join(d, "state.pt"))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
 
 def _watcher(target: float, start: float) -> Any:
@@ -121,14 +134,18 @@ def _watcher(target: float, start: float) -> Any:
             self.peak_memory: int | None = None
             self.shapes: dict[str, list[str]] = {}
             self.iteration_s: list[float] = []
+            self.packed = [0, 0]  # results of packed trials: under MPS, in all
 
         def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                             **info: Any) -> None:
             if self.reached_at is None and result.get(METRIC, 0.0) >= target:
                 self.reached_at = time.monotonic() - start
-            peak = result.get("fluid_peak_gpu_memory")
-            if peak is not None:
+            peak = result.get("fluid_peak_gpu_memory") or result.get("reserved")
+            if peak:
                 self.peak_memory = max(self.peak_memory or 0, int(peak))
+            if 0 < result.get("fluid_gpus", 1) < 1:
+                self.packed[0] += bool(result.get("fluid_mps"))
+                self.packed[1] += 1
             shape = result.get("fluid_shape")
             seen = self.shapes.setdefault(trial.trial_id, [])
             if shape is not None and (not seen or seen[-1] != shape):
@@ -142,20 +159,18 @@ def run_job(job: TuningJob, executor: str, storage: str) -> dict[str, Any]:
     """Run ``job`` under ``executor`` (``plain`` or ``fluid``); what it measured."""
     from ray import tune
 
-    import fluid.train as ft
     from fluid import FluidExecutor
     from fluid.cli.bench_e2e import ray_costs
-    from fluid.gpu import MPSManager
 
     if executor not in ("plain", "fluid"):
         raise ValueError(f"executor must be 'plain' or 'fluid', got {executor!r}")
-    fluid = FluidExecutor(mps=MPSManager()) if executor == "fluid" else None
+    fluid = FluidExecutor() if executor == "fluid" else None
     space = {"lr": tune.grid_search(list(LRS[:job.trials])), "seed": 0, "model": job.model,
              "batch": job.batch, "steps": job.steps, "iterations": job.iterations}
     wall0, t0 = time.time(), time.monotonic()
     watch = _watcher(job.target, t0)
     analysis = tune.run(
-        tune.with_resources(ft.elastic(tuning_loop), {"gpu": 1}), config=space,
+        tune.with_resources(tuning_loop, {"gpu": 1}), config=space,
         scheduler=fluid, metric=METRIC, mode="max", stop={"training_iteration": job.iterations},
         storage_path=storage, callbacks=[watch], verbose=0)
     out = {"wall_s": time.monotonic() - t0, "time_to_target_s": watch.reached_at,
@@ -167,7 +182,8 @@ def run_job(job: TuningJob, executor: str, storage: str) -> dict[str, Any]:
     out.update(ray_costs(analysis, wall0, out["wall_s"]))
     if fluid is not None:
         out.update(shapes=watch.shapes, restarts=fluid.resizes,
-                   eps=fluid.eps if fluid.estimator.eps_samples else None)
+                   eps=fluid.eps if fluid.estimator.eps_samples else None,
+                   packed_results_under_mps=watch.packed[0], packed_results=watch.packed[1])
     return out
 
 

@@ -68,6 +68,7 @@ def test_smoke_tuning_runs_both_executors_to_the_same_answer(smoke: tuple[dict, 
     assert len(fluid["shapes"]) == SMOKE_JOB.trials
     assert all(s.endswith("GPU") for shapes in fluid["shapes"].values() for s in shapes)
     assert fluid["restarts"] >= 0 and "eps" in fluid
+    assert fluid["packed_results_under_mps"] == 0  # no MPS here
     assert tuning["speedup"] == pytest.approx(plain["wall_s"] / fluid["wall_s"])
     ratio = summary["packing"]["points"][0]["throughput_ratio"]
     assert tuning["alpha"] == pytest.approx(max(1.0, 2 / ratio))  # a CPU pair may beat 2x
@@ -84,7 +85,11 @@ def test_the_table_shows_every_point_and_both_runs(smoke: tuple[dict, Path],
     assert lines[0].startswith(f"fluid bench gpu on {summary['gpu']}")
     assert "x2 time-slicing ratio" in lines[1]
     speedup = summary["tuning"]["speedup"]
-    assert f"speedup {speedup:.2f}x" in lines[2] and lines[3].endswith(": 0")
+    assert f"speedup {speedup:.2f}x" in lines[2]
+    fluid = summary["tuning"]["fluid"]
+    assert lines[3] == (f"  packed results under MPS: {fluid['packed_results_under_mps']} of "
+                        f"{fluid['packed_results']}")
+    assert lines[4].endswith(": 0")  # MPS processes left
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
