@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The oldest Ray that fluid.tune supports (SUPPORTED_RAY in fluid/tune/_ray_compat.py):
+# The oldest Ray that fluid.tune supports (SUPPORTED_RAY in fluid/tune/_ray_versions.py):
 # `make test-oldest-ray` runs the Tune, Train and scheduler tests on it, in a second venv.
 # Ray 2.50 runs Ray Train V1 unless RAY_TRAIN_V2_ENABLED=1 (Fluid's Ray Train glue needs V2).
 OLDEST_RAY := 2.50.1

@@ -36,3 +36,24 @@ def test_the_code_names_a_doc_cites_are_defined(doc):
     undefined = sorted(n for n in names - ELSEWHERE.keys()
                        if not re.search(rf"\b{re.escape(n)}\b", CODE))
     assert undefined == []
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors of a Markdown page's headings (code blocks left out)."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_the_links_a_doc_has_resolve(doc):
+    text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", text):
+        if link.startswith(("http://", "https://")):
+            continue
+        file, _, anchor = link.partition("#")
+        target = (doc.parent / file).resolve() if file else doc
+        if not target.exists() or (anchor and anchor not in _anchors(target.read_text())):
+            broken.append(link)
+    assert broken == []

@@ -1,4 +1,5 @@
-"""README's Ray Train example runs as written (logical GPUs, torch on the CPU, gloo)."""
+"""The Ray Train example of docs/ray-train.md (README's "Using Fluid with Ray Train" links to it)
+runs as written (logical GPUs, torch on the CPU, gloo)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def readme_example(section: str) -> str:
-    """The first Python block of README's ``section``."""
+def doc_example(doc: str) -> str:
+    """The first Python block of ``doc`` (a path under the repository root)."""
+    text = (ROOT / doc).read_text()
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)
+
+
+def test_the_readme_links_to_the_ray_train_example():
     text = (ROOT / "README.md").read_text()
-    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.search(r"```python\n(.*?)```", body, re.S).group(1)
+    body = text.split("## Using Fluid with Ray Train\n", 1)[1].split("\n## ", 1)[0]
+    assert "(docs/ray-train.md)" in body
 
 
 @pytest.mark.slow
 def test_ray_train_example_runs_as_written(tmp_path):
     script = tmp_path / "example.py"
-    script.write_text(readme_example("Using Fluid with Ray Train"))
+    script.write_text(doc_example("docs/ray-train.md"))
     env = {**os.environ, "HOME": str(tmp_path)}  # Tune's default storage: ~/ray_results
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=500, cwd=tmp_path, env=env)

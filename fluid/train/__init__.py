@@ -20,8 +20,7 @@ Names follow Ray Train's so they read familiar::
     tune.Tuner(tune.with_resources(ft.elastic(loop), ft.trial_resources(2))).fit()
 
 A trial that runs a Ray Train trainer instead is marked with ``ft.ray_train`` and builds its
-trainer with ``ft.scaling_config()`` and ``ft.run_config()`` (README, "Using Fluid with Ray
-Train").
+trainer with ``ft.scaling_config()`` and ``ft.run_config()`` (``docs/ray-train.md``).
 """
 
 import importlib
