@@ -228,9 +228,10 @@ class MPSManager:
         root: parent directory of the per-session pipe/log directories.
         system_pipe_dir: where a daemon started before Fluid answers (`MPSDaemon`).
 
-    Each node is probed first by a task (no actor where the node has no MPS); ``start`` again
-    takes the GPU nodes that joined since. The daemons are stopped by `stop`, and at the
-    latest when the driver's interpreter exits (an experiment that failed or was interrupted).
+    Each node is probed first (in this process for its own node, else by a task: no actor
+    where the node has no MPS); ``start`` again takes the GPU nodes that joined since. The
+    daemons are stopped by `stop`, and at the latest when the driver's interpreter exits (an
+    experiment that failed or was interrupted).
 
     Example:
         >>> mps = MPSManager(enable_thread_percentage=True)      # doctest: +SKIP
@@ -257,7 +258,7 @@ class MPSManager:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from fluid.gpu.nvml import gpu_nodes
+        from fluid.gpu.nvml import gpu_nodes, on_each_node
 
         if not ray.is_initialized():
             raise RuntimeError("MPSManager.start() needs ray.init() first")
@@ -266,10 +267,7 @@ class MPSManager:
             self._at_exit = True
         nodes = self._nodes if self._nodes is not None else gpu_nodes()
         new = [n for n in nodes if n not in self._status]
-        on = {nid: NodeAffinitySchedulingStrategy(node_id=nid, soft=False) for nid in new}
-        probe = ray.remote(num_cpus=0)(why_no_mps)
-        why = ray.get([probe.options(scheduling_strategy=on[nid]).remote(
-            self.binary, self.require_gpu) for nid in new])
+        why = on_each_node(why_no_mps, new, self.binary, self.require_gpu)
         remote = ray.remote(num_cpus=0, max_concurrency=4)(MPSDaemon)
         session = _session_name()
         for nid, reason in zip(new, why, strict=True):
@@ -277,7 +275,8 @@ class MPSManager:
                                  "owned": False, "reason": reason, "grants": []}
             if reason is None:
                 self._actors[nid] = remote.options(
-                    name=_actor_name(nid), namespace=NAMESPACE, scheduling_strategy=on[nid],
+                    name=_actor_name(nid), namespace=NAMESPACE,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
                 ).remote(nid, base_dir(session, nid, self.root), self.binary,
                          self.require_gpu, self.enable_thread_percentage, self.system_pipe_dir)
         self._ask_all("start")

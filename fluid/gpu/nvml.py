@@ -121,15 +121,24 @@ def process_peak_memory() -> int | None:
     return max((b for b in seen if b), default=None)
 
 
-def cluster_gpu_memory_gb(nodes: list[str]) -> float | None:
-    """GB of the smallest GPU on ``nodes`` (Ray node ids), as NVML on each reports it, read by
-    a task there (``None``: NVML sees no GPU on any)."""
+def on_each_node(read: Callable[..., Any], nodes: list[str], *args: Any) -> list[Any]:
+    """``read(*args)`` on each of ``nodes`` (Ray node ids), in order: in this process for its
+    own node (the common single-node cluster asks nothing of Ray), in a task pinned to each
+    other node."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    read = ray.remote(num_cpus=0)(gpu_memory_gb)
-    sizes = ray.get([read.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-        node_id=nid, soft=False)).remote() for nid in nodes])
+    here = ray.get_runtime_context().get_node_id()
+    remote = ray.remote(num_cpus=0)(read)
+    refs = {nid: remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node_id=nid, soft=False)).remote(*args) for nid in nodes if nid != here}
+    return [read(*args) if nid == here else ray.get(refs[nid]) for nid in nodes]
+
+
+def cluster_gpu_memory_gb(nodes: list[str]) -> float | None:
+    """GB of the smallest GPU on ``nodes`` (Ray node ids), as NVML on each reports it
+    (``None``: NVML sees no GPU on any)."""
+    sizes = on_each_node(gpu_memory_gb, nodes)
     return min((gb for gb in sizes if gb is not None), default=None)
 
 

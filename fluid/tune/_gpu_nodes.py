@@ -72,6 +72,7 @@ class GpuNodes:
         self.running = False  # a daemon runs on some node
         self._why_not: list[str] = []  # why a GPU node runs none
         self.memory_gb: float | None = None  # one GPU's, as NVML reports it
+        self._trials: dict[str, Any] = {}  # a trial of each trainable name asking for GPUs
         self._wrapped: set[str] = set()
 
     def start(self) -> float | None:
@@ -92,6 +93,7 @@ class GpuNodes:
         self.running = any(node.get("running") for node in (status or {}).values())
         self._why_not = sorted({str(node.get("reason")) for node in (status or {}).values()
                                 if not node.get("running")})
+        self._wrap()
 
     def sharing(self) -> str:
         """How packed trials share a GPU here: ``"mps"``, or ``"time-sliced (why)"``."""
@@ -102,17 +104,24 @@ class GpuNodes:
         return f"time-sliced ({why})"
 
     def admit(self, rec: TrialRecord) -> None:
-        """Wrap the trainable of ``rec``'s trial (``measured``), unless no node runs a daemon
-        or reports its GPUs, or the trial runs without GPU or runs a Ray Train trainer (whose
-        own process holds no GPU)."""
-        trial = rec.trial
-        if (not (self.running or self.memory_gb) or rec.no_gpu or rec.ray_train
-                or trial.trainable_name in self._wrapped):
+        """Wrap the trainable of ``rec``'s trial (``measured``) once a node runs a daemon or
+        reports its GPUs (now, or when such a node joins: Tune looks a trainable up as it
+        starts each trial), unless the trial runs without GPU or runs a Ray Train trainer
+        (whose own process holds no GPU)."""
+        if not (rec.no_gpu or rec.ray_train):
+            self._trials.setdefault(rec.trial.trainable_name, rec.trial)
+            self._wrap()
+
+    def _wrap(self) -> None:
+        if not (self.running or self.memory_gb):
             return
-        self._wrapped.add(trial.trainable_name)
-        cls = trial.get_trainable_cls()
-        if isinstance(cls, type) and not getattr(cls, MEASURED, False):
-            register_trainable(trial.trainable_name, measured(cls), warn=False)
+        for name, trial in self._trials.items():
+            if name in self._wrapped:
+                continue
+            self._wrapped.add(name)
+            cls = trial.get_trainable_cls()
+            if isinstance(cls, type) and not getattr(cls, MEASURED, False):
+                register_trainable(name, measured(cls), warn=False)
 
     def stop(self) -> None:
         """Stop the daemons Fluid started (one that ran before is left running)."""

@@ -1,13 +1,11 @@
-"""MPSManager against a fake nvidia-cuda-mps-control that records what it is sent."""
+"""MPSManager and FluidExecutor's GPU nodes against stand-ins: an nvidia-cuda-mps-control that
+records what it is sent, and an NVML that reports what a test tells it (``standins``)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,70 +16,7 @@ import fluid.train as ft
 from fluid.gpu import mps
 
 from ..train.fluid_train_loops import ResultLog, env_loop, fit, packed
-
-FAKE = """#!/bin/sh
-# Stand-in MPS control: log argv, the pipe/log directories and (for commands) stdin; a daemon
-# that runs has a ``control`` file in its pipe directory, as MPS's own has its socket there.
-if [ "$1" = "-d" ]; then
-  echo "start pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY cvd=${CUDA_VISIBLE_DEVICES-unset}" >> {log}
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" && touch "$CUDA_MPS_PIPE_DIRECTORY/control"
-else
-  stdin=$(cat)
-  echo "cmd pipe=$CUDA_MPS_PIPE_DIRECTORY stdin=$stdin" >> {log}
-  [ "$stdin" = "quit" ] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"
-fi
-exit 0
-"""
-
-#: Stand-in NVML (the ``pynvml`` module, first on every worker's path), as the JSON file
-#: ``{path}`` says: ``{"count": GPUs, "total_gb": each GPU's memory, "process_gb": what every
-#: process that asks sees itself hold}``; an empty file is NVML without a driver.
-FAKE_NVML = """import json, os, pathlib, types
-class NVMLError(Exception):
-    pass
-def _state():
-    text = pathlib.Path({path!r}).read_text().strip()
-    if not text:
-        raise NVMLError("stand-in NVML: no driver")
-    return json.loads(text)
-def nvmlInit():
-    _state()
-def nvmlShutdown():
-    pass
-def nvmlDeviceGetCount():
-    return _state()["count"]
-def nvmlDeviceGetHandleByIndex(i):
-    return i
-def nvmlDeviceGetMemoryInfo(handle):
-    total = int(_state()["total_gb"] * 2**30)
-    return types.SimpleNamespace(total=total, used=0, free=total)
-def nvmlDeviceGetComputeRunningProcesses(handle):
-    used = int(_state().get("process_gb", 0) * 2**30)
-    return [types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=used)] if handle == 0 else []
-"""
-
-
-def write_fake(directory: Path, log: Path) -> None:
-    path = directory / "nvidia-cuda-mps-control"
-    path.write_text(FAKE.replace("{log}", str(log)))
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-
-
-@dataclass
-class StandIns:
-    log: Path  # what the stand-in control binary was asked
-    nvml: Path  # what the stand-in NVML reports (empty: no driver)
-
-    def gpus(self, count: int = 4, total_gb: float = 16.0, process_gb: float = 1.0) -> None:
-        """NVML sees ``count`` GPUs of ``total_gb``, and each process holding ``process_gb``."""
-        self.nvml.write_text(json.dumps(
-            {"count": count, "total_gb": total_gb, "process_gb": process_gb}))
-
-    def no_driver(self) -> None:
-        self.nvml.write_text("")
-
-    def lines(self) -> list[str]:
-        return self.log.read_text().splitlines() if self.log.exists() else []
+from .standins import StandIns
 
 
 @pytest.fixture(scope="module")
@@ -89,16 +24,19 @@ def fake_mps(tmp_path_factory):
     """Ray with the stand-in binary on every worker's PATH and the stand-in NVML first on
     their Python path; yields them (NVML sees no GPU until told)."""
     d = tmp_path_factory.mktemp("fakebin")
-    standins = StandIns(d / "mps.log", d / "nvml.json")
-    standins.no_driver()
-    write_fake(d, standins.log)
-    (d / "pynvml.py").write_text(FAKE_NVML.replace("{path!r}", repr(str(standins.nvml))))
+    standins = StandIns.create(d)
     old = {k: os.environ.get(k) for k in ("PATH", "PYTHONPATH")}
     os.environ["PATH"] = f"{d}{os.pathsep}{old['PATH']}"  # raylet and workers inherit it
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(d), old["PYTHONPATH"]) if p)
+    sys.path.insert(0, str(d))  # this process probes its own node too
+    real_nvml = sys.modules.pop("pynvml", None)
     ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)
     yield standins
     ray.shutdown()
+    sys.path.remove(str(d))
+    sys.modules.pop("pynvml", None)
+    if real_nvml is not None:
+        sys.modules["pynvml"] = real_nvml
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)
@@ -314,7 +252,7 @@ def test_by_default_trials_are_packed_only_where_their_measured_peaks_fit_a_gpu(
     try:
         analysis = tune.run(
             tune.with_resources(modeled_trainable, {"cpu": 0.1, "gpu": 1}),
-            config={"t1": 1.0, "iters": 3, "alpha": 1.25, "n": tune.grid_search(list(range(12)))},
+            config={"t1": 0.5, "iters": 3, "alpha": 1.25, "n": tune.grid_search(list(range(12)))},
             scheduler=ex, storage_path=str(tmp_path), verbose=0)
     finally:
         fake_mps.no_driver()
@@ -355,9 +293,9 @@ def test_fluid_profile_measures_packing_under_mps_where_the_node_has_it(fake_mps
     assert prof.sharing.startswith("time-sliced (NVML")  # no driver: no daemon, and why
 
 
-#: A driver of its own (its own Ray instance; the stand-ins come with the environment): an
-#: experiment under FluidExecutor() that is interrupted (SIGINT once the daemon started) or
-#: fails (a callback raises in the driver).
+#: A driver of its own (a process on this module's Ray instance): an experiment under
+#: FluidExecutor() that is interrupted (SIGINT once the daemon started) or fails (a callback
+#: raises in the driver).
 DRIVER = """
 import sys, time
 import ray
@@ -373,7 +311,7 @@ def train(config):
         tune.report({"i": i})
         time.sleep(0.1)
 
-ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+ray.init(address=sys.argv[3], log_to_driver=False)
 tune.run(tune.with_resources(train, {"cpu": 0.5, "gpu": 1}), scheduler=FluidExecutor(),
          storage_path=sys.argv[2], verbose=0,
          callbacks=[Fails()] if sys.argv[1] == "fail" else [])
@@ -390,7 +328,8 @@ def test_the_daemon_stops_when_the_experiment_is_interrupted_or_fails(fake_mps, 
     fake_mps.log.write_text("")
     fake_mps.gpus()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, ending, str(tmp_path)], env=env,
+    address = ray.get_runtime_context().gcs_address
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, ending, str(tmp_path), address], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120

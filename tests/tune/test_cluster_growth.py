@@ -1,11 +1,12 @@
 """An autoscaling cluster: no GPU when the experiment starts, then too few for a trial's request,
 then enough. Fluid waits, says what it waits for in one line each time, and plans as nodes join;
-each GPU node that joins is probed for MPS.
+each GPU node that joins gets an MPS daemon.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -14,6 +15,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from fluid import FluidExecutor, tune
+from tests.gpu.standins import StandIns
 from tests.tune.trainables import modeled
 
 ITERS = 3
@@ -42,6 +44,12 @@ def test_fluid_waits_for_gpu_nodes_and_plans_as_they_join(growing, tmp_path, cap
                                                            monkeypatch):
     asked = []  # what Fluid asks Ray's autoscaler for (no autoscaler here: recorded only)
     monkeypatch.setattr("fluid.tune._waiting.ask_autoscaler", asked.append)
+    (bin_dir := tmp_path / "standins").mkdir()
+    standins = StandIns.create(bin_dir)  # the nodes that join have MPS
+    standins.gpus()
+    for var in ("PATH", "PYTHONPATH"):  # their raylets inherit this process's environment
+        monkeypatch.setenv(var, os.pathsep.join(p for p in (str(bin_dir), os.environ.get(var))
+                                                if p))
     def two_gpus(config):  # an ordinary trainable asking for 2 GPUs: it gets them
         modeled(config)
 
@@ -77,9 +85,10 @@ def test_fluid_waits_for_gpu_nodes_and_plans_as_they_join(growing, tmp_path, cap
     assert len(said()) == 2  # one line for each thing waited for
     # a GPU node while there is none, the trial's shape while too few, nothing once there
     assert asked == [[{"GPU": 1.0}], [], [{"CPU": 0.1, "GPU": 2.0}], []], asked
-    # MPS by default: each GPU node was probed as it joined (none has MPS here: each is named
-    # once, with the reason; where one has, the same call starts its daemon)
-    joined = {n["NodeID"][:12] for n in ray.nodes() if n["Resources"].get("GPU")}
-    named = [r.getMessage().split("no MPS on node ")[1][:12] for r in caplog.records
-             if "no MPS on node" in r.getMessage()]
-    assert sorted(named) == sorted(joined) and len(joined) == 2
+    # MPS by default: each GPU node got a daemon as it joined (the stand-ins say it has MPS),
+    # and each was stopped at the end
+    joined = sorted(n["NodeID"][:12] for n in ray.nodes() if n["Resources"].get("GPU"))
+    lines = standins.lines()
+    started = sorted(line.split()[1].split("/")[-2] for line in lines if line.startswith("start"))
+    assert len(joined) == 2 and started == joined
+    assert sum(line.endswith("stdin=quit") for line in lines) == 2
