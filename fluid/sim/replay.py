@@ -35,7 +35,7 @@ from ray.tune import PlacementGroupFactory
 from ray.tune.experiment import Trial
 from ray.tune.search import SearchAlgorithm
 
-from fluid.sim.experiment import TRAINABLE, compare
+from fluid.sim.experiment import TRAINABLE, compare, ensure_trainable
 from fluid.sim.results import Comparison
 from fluid.sim.workloads.base import TrialModel, Workload
 from fluid.tune._ray_compat import StorageContext
@@ -181,6 +181,7 @@ class TrialListSearch(SearchAlgorithm):
     def next_trial(self) -> Trial | None:
         if self.is_finished():
             return None
+        ensure_trainable()  # a Ray instance shut down since took Tune's registry with it
         i = self._next
         self._next += 1
         return Trial(

@@ -27,7 +27,10 @@ def test_profile_recovers_modeled_overheads_and_caches(ray4, tmp_path):
     assert not hasattr(slowed, "_resources")
     with open(cache) as f:
         stored = json.load(f)
-    assert Profile.from_json(stored[cache_key(slowed, config, prof.device)]) == prof
+    # kept by trainable, config, device and how packed copies shared a GPU (no MPS here)
+    assert prof.sharing.startswith("time-sliced")
+    key = cache_key(slowed, config, f"{prof.device} {prof.sharing}")
+    assert prof.key == key and Profile.from_json(stored[key]) == prof
     # A second call reuses the cache: no Tune run happens (a cluster-less call would fail).
     again = profile(slowed, config, iterations=3, max_pack=3, max_workers=3, cache=cache)
     assert again == prof
