@@ -62,15 +62,12 @@ def _loop_takes_config(loop: Callable[..., Any]) -> bool:
 
 def _apply_mps_env(share: float) -> None:
     """Connect this process to the node's MPS daemon (if Fluid runs one) before CUDA starts."""
-    from fluid.gpu.mps import client_env
+    from fluid.gpu.mps import join
 
-    env = client_env(share)  # {} for share <= 0
-    if not env:
-        return
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    env = join(share)  # {} for share <= 0
+    if env and torch.cuda.is_available() and torch.cuda.is_initialized():
         logger.warning("fluid: CUDA was initialised before the loop started; MPS settings %s "
                        "do not apply to this process", env)
-    os.environ.update(env)
 
 
 def _local_device(share: float, index: int = 0) -> torch.device:

@@ -249,9 +249,9 @@ def profile(
         key = cache_key(trainable, config, f"{device} {nodes.sharing()}")
         if cache and not refresh and key in (cached := _load_cache(cache)):
             return Profile.from_json(cached[key])
-        runnable = measured(_as_class(trainable)) if nodes.running or nodes.memory_gb \
-            else trainable
-        prof = _measure(runnable, is_elastic_class(_as_class(trainable)), config, iterations,
+        cls = _as_class(trainable)
+        runnable = measured(cls) if nodes.running or nodes.memory_gb else trainable
+        prof = _measure(runnable, is_elastic_class(cls), config, iterations,
                         max_pack, max_workers, cpus_per_trial, (o_th, s_th), progress)
     finally:
         nodes.stop()
