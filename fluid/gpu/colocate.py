@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from fluid.gpu.mps import CONTROL_BINARY, MPSDaemon
+from fluid.gpu.mps_daemon import CONTROL_BINARY, MPSDaemon
 from fluid.gpu.nvml import GPUSampler
 from fluid.gpu.workloads import WORKLOADS, training_step
 

@@ -7,7 +7,9 @@ nvidia-cuda-mps-control``. Where a daemon already runs on a node (one the cluste
 administrators started, answering in ``CUDA_MPS_PIPE_DIRECTORY`` or ``/tmp/nvidia-mps``), it is
 used and never stopped. Trial processes connect by calling `join` before CUDA starts (done by
 the trainable ``FluidExecutor`` runs, by `fluid.train.elastic` in every gang worker), which
-sets the environment a CUDA client on this node needs.
+sets the environment a CUDA client on this node needs. Processes Ray starts for a trial
+elsewhere (Ray Train's workers) get `worker_env` in their runtime environment: one environment
+that leads each to its own node's daemon.
 
 Compute share: with ``enable_thread_percentage=True`` a packed trial holding a fraction
 ``s`` of a GPU gets ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = ceil(100 * s)`` in its own
@@ -30,59 +32,40 @@ from __future__ import annotations
 
 import atexit
 import logging
-import math
 import os
-import shutil
-import subprocess
 import threading
 from typing import Any
 
+from fluid.gpu.mps_daemon import (
+    COMMAND_TIMEOUT_S,
+    CONTROL_BINARY,
+    LOG_ENV,
+    NODE_LINK_DIR,
+    PIPE_ENV,
+    THREAD_PERCENTAGE_ENV,
+    MPSDaemon,
+    base_dir,
+    thread_percentage,
+    why_no_mps,
+)
+
+__all__ = ["CONTROL_BINARY", "LOG_ENV", "PIPE_ENV", "THREAD_PERCENTAGE_ENV", "MPSDaemon",
+           "MPSManager", "client_env", "join", "thread_percentage", "why_no_mps",
+           "worker_env"]
+
 logger = logging.getLogger(__name__)
 
-CONTROL_BINARY = "nvidia-cuda-mps-control"
-PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
-LOG_ENV = "CUDA_MPS_LOG_DIRECTORY"
-THREAD_PERCENTAGE_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 NAMESPACE = "fluid"
-#: Where MPS's own daemon answers unless told otherwise (``nvidia-cuda-mps-control`` manual).
-SYSTEM_PIPE_DIR = "/tmp/nvidia-mps"
-SYSTEM_LOG_DIR = "/var/log/nvidia-mps"
-_COMMAND_TIMEOUT_S = 30.0
 
 _warned_nodes: set[str] = set()
 _warn_lock = threading.Lock()
 
 
-def why_no_mps(binary: str = CONTROL_BINARY, require_gpu: bool = True) -> str | None:
-    """Why this node cannot run an MPS daemon (``None``: it can): ``binary`` not on PATH, or,
-    with ``require_gpu``, NVML unavailable or seeing no GPU."""
-    if shutil.which(binary) is None:
-        return f"{binary} is not on PATH"
-    if require_gpu:
-        from fluid.gpu.nvml import gpu_count
-
-        n = gpu_count()
-        if n is None:
-            return "NVML is not available (no NVIDIA driver)"
-        if n == 0:
-            return "NVML reports no GPU"
-    return None
+_ACTOR_PREFIX = "fluid-mps-"
 
 
 def _actor_name(node_id: str) -> str:
-    return f"fluid-mps-{node_id}"
-
-
-def thread_percentage(share: float) -> int:
-    """MPS active-thread percentage for a process holding ``share`` of a GPU (1..100).
-
-    Example:
-        >>> thread_percentage(0.5), thread_percentage(1 / 3), thread_percentage(1.0)
-        (50, 34, 100)
-    """
-    if not share > 0:
-        raise ValueError(f"thread_percentage(share=...) must be > 0, got {share}")
-    return max(1, min(100, math.ceil(round(share * 100, 6))))
+    return _ACTOR_PREFIX + node_id
 
 
 def _session_name() -> str:
@@ -96,123 +79,6 @@ def _session_name() -> str:
     head = [n["NodeID"] for n in ray.nodes()
             if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {})]
     return f"head-{head[0][:12]}" if head else f"node-{context.get_node_id()[:12]}"
-
-
-def base_dir(session_name: str, node_id: str, root: str = "/tmp/fluid-mps") -> str:
-    """Per-session, per-node MPS directory (short: the pipe path must fit a Unix socket)."""
-    return os.path.join(root, session_name, node_id[:12])
-
-
-class MPSDaemon:
-    """One node's MPS control daemon: `MPSManager` runs one per GPU node as a Ray actor;
-    a single machine without Ray can use one directly (``experiments/colocate.py`` does).
-
-    Args:
-        node_id: the node's name in `status`.
-        directory: parent of the daemon's ``pipe`` and ``log`` directories.
-        binary: control binary name or path, looked up on PATH.
-        require_gpu: report the daemon unavailable when NVML finds no GPU.
-        thread_pct: give clients holding a share < 1 ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``.
-        system_pipe_dir: where a daemon started before Fluid answers (default: the node's
-            ``CUDA_MPS_PIPE_DIRECTORY``, else ``/tmp/nvidia-mps``, MPS's own default).
-
-    Example:
-        >>> d = MPSDaemon("local", "/tmp/fluid-mps/doc", "no-such-mps-control", True, False)
-        >>> d.start()["reason"], d.client_env(0.5)
-        ('no-such-mps-control is not on PATH', {})
-    """
-
-    def __init__(self, node_id: str, directory: str, binary: str, require_gpu: bool,
-                 thread_pct: bool, system_pipe_dir: str | None = None) -> None:
-        self.node_id = node_id
-        self.pipe_dir = os.path.join(directory, "pipe")
-        self.log_dir = os.path.join(directory, "log")
-        self.system_pipe_dir = system_pipe_dir or os.environ.get(PIPE_ENV, SYSTEM_PIPE_DIR)
-        self.owned = True  # False: a daemon that ran before Fluid, used and left running
-        self.binary = binary
-        self.require_gpu = require_gpu
-        self.thread_pct = thread_pct
-        self.running = False
-        self.reason: str | None = None
-        self.grants: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._path = shutil.which(binary)
-
-    def _env(self) -> dict[str, str]:
-        # Ray hides GPUs from actors that asked for none; the daemon must see them all.
-        env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-        return {**env, PIPE_ENV: self.pipe_dir, LOG_ENV: self.log_dir}
-
-    def _probe(self) -> str | None:
-        return why_no_mps(self.binary, self.require_gpu)
-
-    def _control(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([self._path, *args], input=stdin, env=self._env(),
-                              capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S)
-
-    def start(self) -> dict[str, Any]:
-        """Run ``<binary> -d`` unless running or unavailable; return `status`."""
-        with self._lock:
-            if not self.running:
-                self.reason = self._probe() or self._launch()
-                self.running = self.reason is None
-            return self.status()
-
-    def _launch(self) -> str | None:
-        """Use a daemon that already runs, else run ``<binary> -d``; None when one runs,
-        else why not."""
-        if os.path.exists(os.path.join(self.system_pipe_dir, "control")):
-            self.pipe_dir, self.owned = self.system_pipe_dir, False
-            self.log_dir = os.environ.get(LOG_ENV, SYSTEM_LOG_DIR)
-            return None
-        os.makedirs(self.pipe_dir, exist_ok=True)
-        os.makedirs(self.log_dir, exist_ok=True)
-        try:
-            proc = self._control("-d")
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return f"could not run {self.binary} -d: {e}"
-        if proc.returncode != 0:
-            return (f"{self.binary} -d exited with {proc.returncode}: "
-                    f"{(proc.stderr or proc.stdout).strip()}")
-        return None
-
-    def stop(self) -> dict[str, Any]:
-        """Send ``quit`` to a daemon this actor started; return `status`."""
-        with self._lock:
-            if self.running and self.owned:
-                try:
-                    proc = self._control(stdin="quit\n")
-                    if proc.returncode != 0:
-                        self.reason = f"quit exited with {proc.returncode}: {proc.stderr.strip()}"
-                except (OSError, subprocess.TimeoutExpired) as e:
-                    self.reason = f"could not stop the daemon: {e}"
-            self.running = False
-            return self.status()
-
-    def client_env(self, share: float, pid: int | None = None) -> dict[str, str]:
-        """Environment a CUDA process holding ``share`` of a GPU needs ({} when not running)."""
-        if not self.running:
-            return {}
-        env = {PIPE_ENV: self.pipe_dir, LOG_ENV: self.log_dir}
-        if self.thread_pct and 0 < share < 1:
-            env[THREAD_PERCENTAGE_ENV] = str(thread_percentage(share))
-        with self._lock:
-            self.grants.append({"pid": pid, "share": share, "env": dict(env)})
-        return env
-
-    def status(self) -> dict[str, Any]:
-        """Available, running, why not (``reason``), directories and the grants made."""
-        return {
-            "node_id": self.node_id,
-            "available": self.reason is None and self._path is not None,
-            "running": self.running,
-            "owned": self.owned,
-            "reason": self.reason,
-            "pipe_dir": self.pipe_dir,
-            "log_dir": self.log_dir,
-            "thread_percentage": self.thread_pct,
-            "grants": list(self.grants),
-        }
 
 
 class MPSManager:
@@ -278,7 +144,8 @@ class MPSManager:
                     name=_actor_name(nid), namespace=NAMESPACE,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
                 ).remote(nid, base_dir(session, nid, self.root), self.binary,
-                         self.require_gpu, self.enable_thread_percentage, self.system_pipe_dir)
+                         self.require_gpu, self.enable_thread_percentage, self.system_pipe_dir,
+                         os.path.join(self.root, session, NODE_LINK_DIR))
         self._ask_all("start")
         for nid in new:
             if not self._status[nid]["running"]:
@@ -359,7 +226,7 @@ def client_env(share: float) -> dict[str, str]:
         actor = ray.get_actor(_actor_name(nid), namespace=NAMESPACE)
     except ValueError:
         return {}
-    return ray.get(actor.client_env.remote(share, os.getpid()), timeout=_COMMAND_TIMEOUT_S)
+    return ray.get(actor.client_env.remote(share, os.getpid()), timeout=COMMAND_TIMEOUT_S)
 
 
 def join(share: float | None = None) -> dict[str, str]:
@@ -375,3 +242,23 @@ def join(share: float | None = None) -> dict[str, str]:
     env = client_env(share)
     os.environ.update(env)
     return env
+
+
+def worker_env() -> dict[str, str]:
+    """Environment for the processes Ray starts on any node, one GPU each (Ray Train's
+    workers: ``fluid.train.run_config`` gives it to them through their runtime environment):
+    each process finds its own node's daemon through the links that daemon keeps
+    (`MPSDaemon`'s ``link_dir``; where a node runs none, the path leads nowhere and CUDA runs
+    without MPS, as it would anyway). Empty where no daemon of `MPSManager` runs."""
+    import ray
+
+    if not ray.is_initialized():
+        return {}
+    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+             if a["namespace"] == NAMESPACE and a["name"].startswith(_ACTOR_PREFIX)]
+    for name in names:
+        env = ray.get(ray.get_actor(name, namespace=NAMESPACE).worker_env.remote(),
+                      timeout=COMMAND_TIMEOUT_S)
+        if env:
+            return env
+    return {}

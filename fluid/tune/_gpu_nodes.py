@@ -12,8 +12,10 @@ trainable wrapped, once per trainable name (``measured``): the process Tune star
 node's daemon before the user's code runs (its ``__init__`` calls the user's ``setup``; a
 function trainable's function starts there), with the share of GPU Ray assigned it; each
 result carries whether it did (``fluid_mps``) and the process's peak GPU memory
-(``fluid_peak_gpu_memory``, bytes) unless the trainable reports it (``fluid.train`` does). ``fluid.train.elastic`` gang workers join in their
-own processes. Elsewhere (no GPU machine) nothing is wrapped: trials run as under plain Tune.
+(``fluid_peak_gpu_memory``, bytes) unless the trainable reports it (``fluid.train`` does).
+``fluid.train.elastic`` gang workers join in their own processes, Ray Train's workers through
+``fluid.train.run_config``. Elsewhere (no GPU machine) nothing is wrapped: trials run as under
+plain Tune.
 """
 
 from __future__ import annotations

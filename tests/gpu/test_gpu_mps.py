@@ -203,6 +203,41 @@ def test_by_default_packed_trials_join_the_daemon_fluid_starts_where_mps_is(
     assert [r["fluid_mps"] for r in results] == [True, True]  # and each result says so
 
 
+def test_a_running_daemon_keeps_links_that_one_environment_names_on_every_node(
+        fake_mps, tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_RAYLET_PID", "4242")
+    daemon = mps.MPSDaemon("n", str(tmp_path / "own"), mps.CONTROL_BINARY, False, False,
+                           link_dir=str(tmp_path / "r${RAY_RAYLET_PID}"))
+    assert daemon.worker_env() == {}  # not running
+    daemon.start()
+    env = daemon.worker_env()
+    assert env[mps.PIPE_ENV] == str(tmp_path / "r${RAY_RAYLET_PID}" / "pipe")
+    assert os.path.realpath(os.path.expandvars(env[mps.PIPE_ENV])) == daemon.pipe_dir
+    daemon.stop()
+    assert not (tmp_path / "r4242" / "pipe").exists() and daemon.worker_env() == {}
+
+
+def test_by_default_a_ray_train_trainers_workers_join_the_daemon_of_their_node(
+        fake_mps, tmp_path):
+    from fluid import FluidExecutor
+    from tests.tune.ray_train_trainables import two_workers
+
+    fake_mps.log.write_text("")
+    fake_mps.gpus()
+    try:
+        results = ResultLog()
+        tune.Tuner(two_workers, param_space={"epochs": 1},
+                   tune_config=tune.TuneConfig(scheduler=FluidExecutor(
+                       cpus_per_trial=0.5, cpus_per_worker=0.5)),
+                   run_config=tune.RunConfig(storage_path=str(tmp_path), callbacks=[results],
+                                             verbose=0)).fit()
+    finally:
+        fake_mps.no_driver()
+    start, _ = fake_mps.lines()
+    pipe = start.split()[1].removeprefix("pipe=")
+    assert [(r["workers"], r["mps"]) for r in results.results] == [(2, pipe)]
+
+
 def test_with_thread_percentages_each_packed_trial_gets_its_share(fake_mps, tmp_path):
     from fluid import FluidExecutor
 

@@ -20,7 +20,11 @@ import fluid.train as ft
 
 
 def loop(config: dict) -> None:
-    """One Ray Train worker's loop: ``epochs`` epochs, resumed from Train's checkpoint."""
+    """One Ray Train worker's loop: ``epochs`` epochs, resumed from Train's checkpoint; each
+    result also says which MPS daemon the worker was told at its first line to join (``mps``:
+    the directory ``CUDA_MPS_PIPE_DIRECTORY`` leads to, "" without)."""
+    pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
+    mps = os.path.realpath(pipe) if pipe else ""
     ctx = ray.train.get_context()
     workers = ctx.get_world_size()
     model = torch.nn.Linear(2, 1)
@@ -40,8 +44,8 @@ def loop(config: dict) -> None:
                 with open(os.path.join(d, "state.json"), "w") as f:
                     json.dump({"epoch": epoch + 1}, f)
                 own = ray.train.Checkpoint.from_directory(d)
-            ray.train.report({"epoch": epoch + 1, "workers": workers, "resumed_at": start},
-                             checkpoint=own)
+            ray.train.report({"epoch": epoch + 1, "workers": workers, "resumed_at": start,
+                              "mps": mps}, checkpoint=own)
 
 
 def fit(config: dict) -> None:
