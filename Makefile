@@ -39,9 +39,10 @@ demo: $(STAMP)
 benchmarks: $(STAMP)
 	$(BIN)/fluid bench doc results/benchmarks --run
 
+# --dist loadfile: each test module runs in one worker, so its shared Ray instance starts once.
 test: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments tools
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 tests
 
 $(OLD_STAMP): pyproject.toml
 	test -x $(OLD_VENV)/bin/python || $(PYTHON) -m venv $(OLD_VENV)
@@ -51,7 +52,7 @@ $(OLD_STAMP): pyproject.toml
 	touch $(OLD_STAMP)
 
 test-oldest-ray: $(OLD_STAMP)
-	RAY_TRAIN_V2_ENABLED=1 $(OLD_VENV)/bin/python -m pytest -q -n 2 --dist loadgroup \
+	RAY_TRAIN_V2_ENABLED=1 $(OLD_VENV)/bin/python -m pytest -q -n 2 --dist loadfile \
 		tests/tune tests/train tests/schedulers
 
 lint: $(STAMP)

@@ -35,10 +35,10 @@ def test_ray_train_example_runs_as_written(tmp_path):
                          timeout=500, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     best = re.search(r"^best lr: ([0-9.]+)$", out.stdout, re.M)
-    assert best and float(best.group(1)) in (0.1, 0.03, 0.01, 0.003), out.stdout[-2000:]
+    assert best and float(best.group(1)) in (0.1, 0.01), out.stdout[-2000:]
     assert "runs on gang of 2 GPU" in out.stderr  # Fluid's plan lines: 2 workers a trial
     results = list((tmp_path / "ray_results").rglob("result.json"))
-    assert len(results) == 4
+    assert len(results) == 2
     for path in results:  # every trial ran its 4 epochs, each reported once
         epochs = [int(line.split('"epoch": ')[1].split(",")[0])
                   for line in path.read_text().splitlines()]

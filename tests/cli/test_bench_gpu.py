@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN_FIELDS = {"wall_s", "time_to_target_s", "best_config", "best_metric", "peak_gpu_memory"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """One ``fluid bench gpu --smoke --json --out DIR`` run, as a user runs it."""
+    """One ``fluid bench gpu --smoke --json --out DIR`` run, as a user runs it (once: a module
+    fixture is set up again where pytest runs a test of another module in between)."""
     out = tmp_path_factory.mktemp("bench-gpu")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     done = subprocess.run([sys.executable, "-m", "fluid", "bench", "gpu", "--smoke", "--json",

@@ -1,6 +1,6 @@
 """Fluid runs PBT as plain Tune does (issue 12; the rule in ``fluid.schedulers.pbt``).
 
-Eight members on four logical GPUs under ``FluidExecutor``: every member runs at one GPU and is
+Six members on four logical GPUs under ``FluidExecutor``: every member runs at one GPU and is
 never resized, and Fluid never makes a member train an iteration twice or skip one. A member's
 reported iterations go back only where PBT exploited it: its run restored another member's
 checkpoint (the trainable reports whose checkpoint it restored), and there are exactly as many
@@ -23,7 +23,7 @@ from tests.tune.trainables import modeled
 
 #: ITERS is not a multiple of INTERVAL: a member exploited at its last perturbation still
 #: reports an iteration after restoring the donor's checkpoint.
-INTERVAL, ITERS, POPULATION = 2, 9, 8
+INTERVAL, ITERS, POPULATION = 2, 5, 6
 
 
 class Results(Callback):
