@@ -175,23 +175,35 @@ def _default_results_dir(task: str, algorithm: str, executor: str) -> Path:
 def run_experiment(args: argparse.Namespace) -> dict[str, Any]:
     """Run the experiment ``args`` describe; return its record (also written to run.json)."""
     import ray
-    from ray import tune
 
-    from experiments.record import (
-        RunRecorder,
-        allocation_utilization,
-        best_over_time,
-        gpu_seconds,
-        nvml_utilization,
-        time_to_target,
-        write_run,
-    )
-    from experiments.trainable import make_trainable
-    from fluid import FluidExecutor
-    from fluid.gpu import MPSManager
-    from fluid.gpu.nvml import ClusterGPUSampler
+    from experiments.outcome import run_record
+    from experiments.record import write_run
 
     task = TASKS[args.task]
+    budget = _budget(args)
+    smoke_cpus = 0.25 if args.smoke else 1.0
+    cpus = (args.cpus_per_trial if args.cpus_per_trial is not None else smoke_cpus,
+            args.cpus_per_worker if args.cpus_per_worker is not None else smoke_cpus)
+    results_dir = Path(
+        args.results_dir or _default_results_dir(args.task, args.algorithm, args.executor)
+    ).resolve()
+    results_dir.mkdir(parents=True, exist_ok=True)
+    # Tune warns on every forced experiment snapshot (each checkpoint with num_to_keep, each
+    # Fluid resize); in these runs they are expected.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    started_ray = _start_ray(args)
+    try:
+        finished = _fit(args, task, budget, results_dir, cpus)
+    finally:
+        if started_ray:
+            ray.shutdown()
+    record = run_record(args, task, budget, results_dir, cpus, finished)
+    write_run(record, results_dir)
+    return record
+
+
+def _budget(args: argparse.Namespace) -> Budget:
+    """The run's budget: ``--smoke``'s or the full one, with what the options override."""
     base = SMOKE if args.smoke else FULL
     budget = Budget(
         samples=args.samples or base.samples,
@@ -205,84 +217,72 @@ def run_experiment(args: argparse.Namespace) -> dict[str, Any]:
     for name, value in (("samples", budget.samples), ("max_t", budget.max_t)):
         if value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    smoke_cpus = 0.25 if args.smoke else 1.0
-    cpus_trial = args.cpus_per_trial if args.cpus_per_trial is not None else smoke_cpus
-    cpus_worker = args.cpus_per_worker if args.cpus_per_worker is not None else smoke_cpus
-    results_dir = Path(
-        args.results_dir or _default_results_dir(args.task, args.algorithm, args.executor)
-    ).resolve()
-    results_dir.mkdir(parents=True, exist_ok=True)
+    return budget
 
-    # Tune warns on every forced experiment snapshot (each checkpoint with num_to_keep, each
-    # Fluid resize); in these runs they are expected.
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    started_ray = False
+
+def _start_ray(args: argparse.Namespace) -> bool:
+    """Connect to ``--address``, or start a local Ray (``--gpus`` logical GPUs where the
+    machine has none); whether this run started it."""
+    import ray
+
     if args.address:
         ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+        return False
+    gpus = args.gpus if args.gpus is not None else (_detect_gpus() or 4)
+    if gpus < 1:
+        raise ValueError(f"--gpus must be >= 1, got {gpus}")
+    ray.init(address="local", num_cpus=args.num_cpus or os.cpu_count() or 1, num_gpus=gpus,
+             include_dashboard=False, log_to_driver=False)
+    return True
+
+
+@dataclass
+class Finished:
+    """What a run's fit leaves: its recorder, the executor (None: plain Tune), the wall
+    clock, NVML's samples and the cluster's GPUs."""
+
+    recorder: Any
+    executor: Any
+    wall_clock: float
+    nvml_rows: list
+    gpus: int
+
+
+def _fit(args: argparse.Namespace, task: Task, budget: Budget, results_dir: Path,
+         cpus: tuple[float, float]) -> Finished:
+    """Build the algorithm, the trainable and the executor, and run the tuner."""
+    import ray
+
+    from experiments.record import RunRecorder
+    from experiments.trainable import make_trainable
+    from fluid import FluidExecutor
+    from fluid.gpu import MPSManager
+    from fluid.gpu.nvml import ClusterGPUSampler
+
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if args.gpus is not None and args.address and gpus != args.gpus:
+        print(f"experiments.run: the cluster has {gpus} GPUs (--gpus {args.gpus})",
+              file=sys.stderr)
+    scheduler, search_alg, num_samples = build_algorithm(task, args.algorithm, budget,
+                                                         seed=args.seed)
+    # Absolute: trials run in their own working directories (and on other nodes).
+    data_dir = None if args.smoke else str(Path(args.data_dir).resolve())
+    trainable = make_trainable(task, data_dir=data_dir, smoke=args.smoke,
+                               max_iterations=budget.max_t, max_batches=budget.max_batches)
+    executor = None
+    if args.executor == "fluid":
+        executor = scheduler = FluidExecutor(scheduler, cpus_per_trial=cpus[0],
+                                             cpus_per_worker=cpus[1], **args.fluid_options)
     else:
-        physical = _detect_gpus()
-        gpus = args.gpus if args.gpus is not None else (physical or 4)
-        if gpus < 1:
-            raise ValueError(f"--gpus must be >= 1, got {gpus}")
-        ray.init(
-            address="local",
-            num_cpus=args.num_cpus or os.cpu_count() or 1,
-            num_gpus=gpus,
-            include_dashboard=False,
-            log_to_driver=False,
-        )
-        started_ray = True
-    try:
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        if args.gpus is not None and args.address and gpus != args.gpus:
-            print(f"experiments.run: the cluster has {gpus} GPUs (--gpus {args.gpus})",
-                  file=sys.stderr)
-        scheduler, search_alg, num_samples = build_algorithm(
-            task, args.algorithm, budget, seed=args.seed
-        )
-        # Absolute: trials run in their own working directories (and on other nodes).
-        data_dir = None if args.smoke else str(Path(args.data_dir).resolve())
-        trainable = make_trainable(
-            task, data_dir=data_dir, smoke=args.smoke, max_iterations=budget.max_t,
-            max_batches=budget.max_batches,
-        )  # fmt: skip
-        executor: FluidExecutor | None = None
-        if args.executor == "fluid":
-            executor = FluidExecutor(
-                scheduler, cpus_per_trial=cpus_trial, cpus_per_worker=cpus_worker,
-                **args.fluid_options,
-            )
-            scheduler = executor
-        else:
-            trainable = tune.with_resources(trainable, {"cpu": cpus_trial, "gpu": 1})
-        recorder = RunRecorder(
-            task.metric, task.mode,
-            shape_of=_shape_history(executor),
-        )  # fmt: skip
-        tuner = tune.Tuner(
-            trainable,
-            param_space=_space(task, args.algorithm, budget),
-            tune_config=tune.TuneConfig(
-                metric=task.metric,
-                mode=task.mode,
-                scheduler=scheduler,
-                search_alg=search_alg,
-                num_samples=num_samples,
-                reuse_actors=False,
-            ),
-            run_config=tune.RunConfig(
-                name="tune",
-                storage_path=str(results_dir),
-                stop={"training_iteration": budget.max_t},
-                callbacks=[recorder],
-                verbose=0,
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-            ),
-        )
-        sampler = ClusterGPUSampler(interval_s=args.nvml_interval)
-        mps = MPSManager(enable_thread_percentage=True) if args.mps else None
-        if mps is not None:
-            mps.start()
+        from ray import tune
+
+        trainable = tune.with_resources(trainable, {"cpu": cpus[0], "gpu": 1})
+    recorder = RunRecorder(task.metric, task.mode, shape_of=_shape_history(executor))
+    tuner = _tuner(trainable, task, args.algorithm, budget, results_dir, recorder,
+                   scheduler=scheduler, search_alg=search_alg, num_samples=num_samples)
+    sampler = ClusterGPUSampler(interval_s=args.nvml_interval)
+    mps = MPSManager(enable_thread_percentage=True) if args.mps else None
+    with mps or contextlib.nullcontext():
         sampler.start()
         recorder.start()
         try:
@@ -290,75 +290,24 @@ def run_experiment(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             wall_clock = recorder.now()
             sampler.stop()
-            if mps is not None:
-                mps.stop()
-        nvml_rows = sampler.records()
-    finally:
-        if started_ray:
-            ray.shutdown()
+    return Finished(recorder, executor, wall_clock, sampler.records(), gpus)
 
-    trials: list[dict[str, Any]] = []
-    for tid, log in recorder.trials.items():
-        if executor is not None:
-            shapes = [
-                [t - recorder.t0, w, list(ids)] for t, w, ids in executor.shape_timeline(tid)
-            ]
-        else:
-            ids = next((m["ray_gpu_ids"] for m in log.metrics if m.get("ray_gpu_ids")), "")
-            gpu_ids = [int(g) for g in str(ids).split(",") if g.strip().isdigit()]
-            shapes = []
-            for start, end in log.runs:
-                shapes.append([start, 1.0, gpu_ids])
-                shapes.append([end if end is not None else wall_clock, None, []])
-        trials.append({
-            "id": tid,
-            "config": log.config,
-            "iterations": log.iterations,
-            "status": log.status,
-            "metrics": log.metrics,
-            "shapes": shapes,
-        })
-    points = [(m["t"], m.get(task.metric)) for t in trials for m in t["metrics"]]
-    best = best_over_time(points, task.mode)
-    if nvml_rows:
-        utilization = nvml_utilization(nvml_rows, recorder.wall0)
-    else:
-        utilization = allocation_utilization(
-            {t["id"]: t["shapes"] for t in trials}, gpus, wall_clock
-        )
-    record: dict[str, Any] = {
-        "task": task.name,
-        "algorithm": args.algorithm,
-        "executor": args.executor,
-        "gpus": gpus,
-        "smoke": bool(args.smoke),
-        "metric": task.metric,
-        "mode": task.mode,
-        "target": task.target,
-        "best_metric": best[-1][1] if best else None,
-        "time_to_target": time_to_target(points, task.mode, task.target),
-        "wall_clock": wall_clock,
-        "gpu_seconds": sum(gpu_seconds(t["shapes"], wall_clock) for t in trials),
-        "gpu_seconds_available": gpus * wall_clock,
-        "best_over_time": best,
-        "trial_count": len(trials),
-        "failed_trials": sum(t["status"] == "ERROR" for t in trials),
-        "results_dir": str(results_dir),
-        "budget": budget.__dict__,
-        "cpus_per_trial": cpus_trial,
-        "cpus_per_worker": cpus_worker,
-        "mps": bool(args.mps),
-        "trials": trials,
-        "utilization": utilization,
-    }
-    if executor is not None:
-        record["fluid"] = {
-            "hook_seconds": executor.hook_seconds,
-            "groups": [{"name": g.name, "until": dict(g.until)} for g in executor.groups],
-            "plan_log": [{**e, "time": e["time"] - recorder.t0} for e in executor.plan_log],
-        }
-    write_run(record, results_dir)
-    return record
+
+def _tuner(trainable: Any, task: Task, algorithm: str, budget: Budget, results_dir: Path,
+           recorder: Any, **tune_config: Any) -> Any:
+    """The run's ``tune.Tuner``: the algorithm's search space, its stop, the recorder."""
+    from ray import tune
+
+    return tune.Tuner(
+        trainable,
+        param_space=_space(task, algorithm, budget),
+        tune_config=tune.TuneConfig(metric=task.metric, mode=task.mode, reuse_actors=False,
+                                    **tune_config),
+        run_config=tune.RunConfig(
+            name="tune", storage_path=str(results_dir),
+            stop={"training_iteration": budget.max_t}, callbacks=[recorder], verbose=0,
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
+    )
 
 
 SUMMARY_KEYS = (

@@ -67,6 +67,16 @@ def _prepare(task: Task, model: nn.Module) -> tuple[nn.Module, nn.Module]:
     return prepared, ft.unwrap_model(prepared)
 
 
+def _assigned_gpu_ids() -> list[str]:
+    """The GPUs Ray assigned this process ([] outside a Ray worker, as in unit tests)."""
+    import ray
+
+    try:
+        return [str(g) for g in ray.get_gpu_ids()]
+    except Exception:  # noqa: BLE001 -- outside a Ray worker
+        return []
+
+
 def make_trainable(
     task: Task | str,
     *,
@@ -93,8 +103,6 @@ def make_trainable(
     name = task.name
 
     def loop(config: dict[str, Any]) -> None:
-        import ray
-
         from experiments.tasks import get_task as _get
 
         t = _get(name)
@@ -109,10 +117,7 @@ def make_trainable(
         val_loader = t.build_loader(val_ds, cfg, train=False)
         state = ft.load_checkpoint(model=plain, optimizer=optimizer, loader=train_loader)
         iteration = int(state["iteration"]) if state else 0
-        try:
-            gpu_ids = [str(g) for g in ray.get_gpu_ids()]
-        except Exception:  # noqa: BLE001 -- outside a Ray worker (unit tests)
-            gpu_ids = []
+        gpu_ids = _assigned_gpu_ids()
         while iteration < max_iterations:
             t0 = time.perf_counter()
             metrics = t.train_one_iteration(
@@ -121,12 +126,8 @@ def make_trainable(
             if ctx.rank == 0:  # the plain model: a DDP forward would wait for the other ranks
                 metrics |= t.evaluate(plain, val_loader, ctx.device, cfg, max_batches=eval_batches)
             iteration += 1
-            metrics.update(
-                world_size=ctx.world_size,
-                gpu_share=ctx.gpu_share,
-                ray_gpu_ids=",".join(gpu_ids),
-                iteration_s=time.perf_counter() - t0,
-            )
+            metrics.update(world_size=ctx.world_size, gpu_share=ctx.gpu_share,
+                           ray_gpu_ids=",".join(gpu_ids), iteration_s=time.perf_counter() - t0)
             checkpoint = ft.save_checkpoint(
                 model=plain, optimizer=optimizer, loader=train_loader, iteration=iteration
             )

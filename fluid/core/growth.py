@@ -107,12 +107,7 @@ def hand_out(
         if nxt is None:
             continue
         mates = pool.neighbours(spec.id)
-        moved = (
-            pool.move(spec.id, nxt, config.c_of(spec), spec.memory)
-            if is_packed(w)
-            else pool.grow_gang(spec.id, int(round(nxt - w)))
-        )
-        if moved is None:
+        if not _grow(spec, w, nxt, pool, config):
             continue
         lonely.discard(spec.id)
         if len(mates) == 1 and mates[0] in width and is_packed(width[mates[0]]):
@@ -122,6 +117,14 @@ def hand_out(
         grown[spec.id] = nxt
         heapq.heappush(heap, (-spec.runtime_at(nxt), i))
     return grown
+
+
+def _grow(spec: TrialSpec, w: float, nxt: float, pool: GpuPool, config: PolicyConfig) -> bool:
+    """Widen ``spec`` in ``pool`` from ``w`` to ``nxt`` (a packed share moves to its new
+    GPUs, a gang adds GPUs to those it holds); whether the GPUs were there."""
+    if is_packed(w):
+        return pool.move(spec.id, nxt, config.c_of(spec), spec.memory) is not None
+    return pool.grow_gang(spec.id, int(round(nxt - w))) is not None
 
 
 def widen_shares(packed: Sequence[TrialSpec], pool: GpuPool) -> dict[str, float]:

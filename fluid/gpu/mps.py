@@ -4,7 +4,8 @@
 pinned to the node, with ``CUDA_MPS_PIPE_DIRECTORY`` / ``CUDA_MPS_LOG_DIRECTORY`` under
 ``/tmp/fluid-mps/<ray session>/<node>``, and stops it with ``echo quit |
 nvidia-cuda-mps-control``. Where a daemon already runs on a node (one the cluster's
-administrators started, answering in ``CUDA_MPS_PIPE_DIRECTORY`` or ``/tmp/nvidia-mps``), it is
+administrators started, answering in ``CUDA_MPS_PIPE_DIRECTORY`` or ``/tmp/nvidia-mps``; or
+another manager's in this Ray cluster, e.g. a script's own beside ``FluidExecutor``'s), it is
 used and never stopped. Trial processes connect by calling `join` before CUDA starts (done by
 the trainable ``FluidExecutor`` runs, by `fluid.train.elastic` in every gang worker), which
 sets the environment a CUDA client on this node needs. Processes Ray starts for a trial
@@ -68,6 +69,16 @@ def _actor_name(node_id: str) -> str:
     return _ACTOR_PREFIX + node_id
 
 
+def _node_actor(node_id: str) -> Any:
+    """The actor running ``node_id``'s daemon for some manager of this cluster, or None."""
+    import ray
+
+    try:
+        return ray.get_actor(_actor_name(node_id), namespace=NAMESPACE)
+    except ValueError:
+        return None
+
+
 def _session_name() -> str:
     """A name of the Ray cluster's session: Ray's own from 2.54 (``get_session_name``), before
     it the head node's id (new with every start of the cluster)."""
@@ -116,6 +127,7 @@ class MPSManager:
         self.root = root
         self.system_pipe_dir = system_pipe_dir
         self._actors: dict[str, Any] = {}
+        self._borrowed: dict[str, Any] = {}  # node daemons of another manager of the cluster
         self._status: dict[str, dict[str, Any]] = {}
         self._at_exit = False
 
@@ -139,13 +151,17 @@ class MPSManager:
         for nid, reason in zip(new, why, strict=True):
             self._status[nid] = {"node_id": nid, "available": False, "running": False,
                                  "owned": False, "reason": reason, "grants": []}
-            if reason is None:
-                self._actors[nid] = remote.options(
-                    name=_actor_name(nid), namespace=NAMESPACE,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
-                ).remote(nid, base_dir(session, nid, self.root), self.binary,
-                         self.require_gpu, self.enable_thread_percentage, self.system_pipe_dir,
-                         os.path.join(self.root, session, NODE_LINK_DIR))
+            if reason is not None:
+                continue
+            if (other := _node_actor(nid)) is not None:
+                self._borrowed[nid] = other  # another manager's, in this cluster: used only
+                continue
+            self._actors[nid] = remote.options(
+                name=_actor_name(nid), namespace=NAMESPACE,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
+            ).remote(nid, base_dir(session, nid, self.root), self.binary,
+                     self.require_gpu, self.enable_thread_percentage, self.system_pipe_dir,
+                     os.path.join(self.root, session, NODE_LINK_DIR))
         self._ask_all("start")
         for nid in new:
             if not self._status[nid]["running"]:
@@ -158,7 +174,7 @@ class MPSManager:
 
         if not self._actors or not ray.is_initialized():
             return self.status()
-        self._ask_all("stop")
+        self._ask_all("stop", own_only=True)
         for a in self._actors.values():
             ray.kill(a)
         self._actors = {}
@@ -168,16 +184,20 @@ class MPSManager:
         """Per node id: available, running, reason (why not), pipe/log dirs, grants."""
         import ray
 
-        if self._actors and ray.is_initialized():
+        if (self._actors or self._borrowed) and ray.is_initialized():
             self._ask_all("status")
         return {k: dict(v) for k, v in self._status.items()}
 
-    def _ask_all(self, method: str) -> None:
-        """Call ``method`` of every node's daemon; keep the statuses it returns."""
+    def _ask_all(self, method: str, own_only: bool = False) -> None:
+        """Call ``method`` of every node's daemon (``own_only``: of those this manager
+        started); keep the statuses they return (a borrowed one's as not owned)."""
         import ray
 
-        refs = [getattr(a, method).remote() for a in self._actors.values()]
-        self._status.update(zip(self._actors, ray.get(refs), strict=True))
+        actors = self._actors if own_only else {**self._borrowed, **self._actors}
+        refs = [getattr(a, method).remote() for a in actors.values()]
+        self._status.update(zip(actors, ray.get(refs), strict=True))
+        for nid in self._borrowed:
+            self._status[nid]["owned"] = False
 
     def env_for_share(self, share: float, node_id: str | None = None) -> dict[str, str]:
         """Environment for a CUDA process on ``node_id`` (default: this node) holding
@@ -188,7 +208,7 @@ class MPSManager:
         if not share > 0:
             raise ValueError(f"env_for_share(share=...) must be > 0, got {share}")
         nid = node_id or ray.get_runtime_context().get_node_id()
-        actor = self._actors.get(nid)
+        actor = self._actors.get(nid) or self._borrowed.get(nid)
         if actor is None:
             return {}
         return ray.get(actor.client_env.remote(share, None))
@@ -221,10 +241,8 @@ def client_env(share: float) -> dict[str, str]:
 
     if share <= 0 or not ray.is_initialized():
         return {}
-    nid = ray.get_runtime_context().get_node_id()
-    try:
-        actor = ray.get_actor(_actor_name(nid), namespace=NAMESPACE)
-    except ValueError:
+    actor = _node_actor(ray.get_runtime_context().get_node_id())
+    if actor is None:
         return {}
     return ray.get(actor.client_env.remote(share, os.getpid()), timeout=COMMAND_TIMEOUT_S)
 

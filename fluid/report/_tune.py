@@ -202,17 +202,45 @@ def load_tune_experiment(
         raise ReportError(
             f"{path}: the experiment records no {'metric' if not metric else 'mode'}; "
             "give --metric NAME and --mode max|min")
+    trials, points = _trials(root, state, metric)
+    if not trials:
+        raise ReportError(f"{path}: no trial results (*/{RESULT_FILE}); is it a Ray Tune "
+                          "experiment directory?")
+    t0 = _float((state.get("stats") or {}).get("start_time"))
+    if t0 is None:
+        t0 = min(m["t"] for t in trials for m in t["metrics"])
+    for trial in trials:
+        for m in trial["metrics"]:
+            m["t"] -= t0
+        for s in trial["shapes"]:
+            s[0] = max(0.0, s[0] - t0)
+    best, best_over_time = None, []
+    for t, v in sorted(points):
+        if best is None or (v > best if mode == "max" else v < best):
+            best = v
+            best_over_time.append([t - t0, v])
+    fluid = any(t["shapes"] for t in trials)
+    return {
+        "task": root.name, "algorithm": saved.get("scheduler") or "?",
+        "executor": "fluid" if fluid else "tune", "metric": metric, "mode": mode,
+        "target": None, "wall_clock": max(m["t"] for t in trials for m in t["metrics"]),
+        "best_metric": best, "time_to_target": None, "best_over_time": best_over_time,
+        "trials": trials, "source": "tune",
+    }
+
+
+def _trials(root: Path, state: dict[str, Any], metric: str) -> tuple[list[dict], list[tuple]]:
+    """Each trial's record (its metrics and shapes over time, from its result file) and every
+    ``(time, value)`` of ``metric``; times as the files have them."""
     trial_states = _trial_states(state)
     fluid_state = _fluid_trials(root)
-    t0 = _float((state.get("stats") or {}).get("start_time"))
-    trials, points, fluid = [], [], False
+    trials, points = [], []
     for file in sorted(root.glob(f"*/{RESULT_FILE}")):
         rows = _rows(file)
         if not rows:
             continue
         info = trial_states.get(file.parent.name, {})
         metrics, shapes = _timeline(file, rows, metric)
-        fluid = fluid or bool(shapes)
         points += [(m["t"], m[metric]) for m in metrics if m[metric] is not None]
         tid = str(rows[-1].get("trial_id") or info.get("trial_id") or file.parent.name)
         trials.append({
@@ -222,25 +250,4 @@ def load_tune_experiment(
             "resizes": (fluid_state.get(tid) or {}).get("resizes"),
             "metrics": metrics, "shapes": shapes,
         })
-    if not trials:
-        raise ReportError(f"{path}: no trial results (*/{RESULT_FILE}); is it a Ray Tune "
-                          "experiment directory?")
-    if t0 is None:
-        t0 = min(m["t"] for t in trials for m in t["metrics"])
-    for trial in trials:
-        for m in trial["metrics"]:
-            m["t"] -= t0
-        for s in trial["shapes"]:
-            s[0] = max(0.0, s[0] - t0)
-    end = max(m["t"] for t in trials for m in t["metrics"])
-    best, best_over_time = None, []
-    for t, v in sorted(points):
-        if best is None or (v > best if mode == "max" else v < best):
-            best = v
-            best_over_time.append([t - t0, v])
-    return {
-        "task": root.name, "algorithm": saved.get("scheduler") or "?", "executor": "fluid" if fluid else "tune",
-        "metric": metric, "mode": mode, "target": None, "wall_clock": end,
-        "best_metric": best, "time_to_target": None, "best_over_time": best_over_time,
-        "trials": trials, "source": "tune",
-    }
+    return trials, points

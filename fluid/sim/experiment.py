@@ -264,22 +264,13 @@ def run_experiment(
             else:
                 limit = gpus if executor == baselines.TUNE_TUNED else None
                 search = build_search(algorithm, workload, seed, gpus, samples, storage, limit)
-            if search_factory is not None and algorithm not in ALGORITHMS:
-                base: TrialScheduler = FIFOScheduler()  # a replay's fixed trials, FIFO
-            else:
-                base = build_scheduler(algorithm, workload, executor in FLUID_EXECUTORS)
+            base = _base_scheduler(algorithm, workload, executor, replay=search_factory is not None)
             sched = build_executor(executor, base, workload, clock, cluster, gpu_memory,
                                    fluid_options, profile)
             sched.set_search_properties(workload.metric, workload.mode)
             ctl = SimController(search, sched, workload, gpus, clock=clock, cluster=cluster,
                                 costs=costs, seed=seed, time_noise=time_noise)
-            stalled = False
-            try:
-                stats = ctl.run()
-            except SimulationStalled as e:
-                if e.stats is None:
-                    raise
-                stats, stalled = e.stats, True
+            stats, stalled = _run(ctl)
     finally:
         shutil.rmtree(storage, ignore_errors=True)
     return RunResult(
@@ -290,6 +281,25 @@ def run_experiment(
         resizes=getattr(sched, "resizes", None), hook_seconds=getattr(sched, "hook_seconds", None),
         stats=stats,
     )
+
+
+def _base_scheduler(algorithm: str, workload: Workload, executor: str,
+                    replay: bool) -> TrialScheduler:
+    """The algorithm's scheduler; FIFO for a replay's fixed trials unless it names one."""
+    if replay and algorithm not in ALGORITHMS:
+        return FIFOScheduler()
+    return build_scheduler(algorithm, workload, executor in FLUID_EXECUTORS)
+
+
+def _run(ctl: SimController) -> tuple[RunStats, bool]:
+    """Run the controller to its end: its stats, and whether it stalled (a run that stalled
+    before any stats is an error)."""
+    try:
+        return ctl.run(), False
+    except SimulationStalled as e:
+        if e.stats is None:
+            raise
+        return e.stats, True
 
 
 def bound_of(stats: RunStats, gpus: int, seed: int, config: PolicyConfig | None = None) -> RunResult:

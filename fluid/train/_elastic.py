@@ -63,17 +63,7 @@ def elastic(train_loop_per_worker: Callable[..., Any], *, backend: str | None = 
         >>> pgf = tune.PlacementGroupFactory([{"CPU": 1}] + [{"CPU": 1, "GPU": 1}] * 2)
         >>> tune.Tuner(tune.with_resources(trainable, pgf)).fit()   # doctest: +SKIP
     """
-    if not callable(train_loop_per_worker):
-        raise TypeError(
-            f"elastic(train_loop_per_worker=...) must be callable, got {train_loop_per_worker!r}"
-        )
-    if backend is not None and backend not in ("nccl", "gloo"):
-        raise ValueError(f"elastic(backend=...) must be 'nccl', 'gloo' or None, got {backend!r}")
-    if collective_timeout_s <= 0:
-        raise ValueError(f"elastic(collective_timeout_s=...) must be > 0, got {collective_timeout_s}")
-    if startup_timeout_s <= 0:
-        raise ValueError(f"elastic(startup_timeout_s=...) must be > 0, got {startup_timeout_s}")
-    _loop_takes_config(train_loop_per_worker)  # fail early on uninspectable callables
+    _check_elastic(train_loop_per_worker, backend, collective_timeout_s, startup_timeout_s)
     loop = train_loop_per_worker
 
     def fluid_elastic_trainable(config: dict[str, Any]) -> None:
@@ -101,6 +91,20 @@ def elastic(train_loop_per_worker: Callable[..., Any], *, backend: str | None = 
     setattr(fluid_elastic_trainable, ELASTIC_ATTR, True)
     fluid_elastic_trainable.__mixins__ = (ElasticTrainable,)  # type: ignore[attr-defined]
     return fluid_elastic_trainable
+
+
+def _check_elastic(loop: Any, backend: str | None, collective_timeout_s: float,
+                   startup_timeout_s: float) -> None:
+    """Refuse what ``elastic`` cannot run, naming the argument."""
+    if not callable(loop):
+        raise TypeError(f"elastic(train_loop_per_worker=...) must be callable, got {loop!r}")
+    if backend is not None and backend not in ("nccl", "gloo"):
+        raise ValueError(f"elastic(backend=...) must be 'nccl', 'gloo' or None, got {backend!r}")
+    if collective_timeout_s <= 0:
+        raise ValueError(f"elastic(collective_timeout_s=...) must be > 0, got {collective_timeout_s}")
+    if startup_timeout_s <= 0:
+        raise ValueError(f"elastic(startup_timeout_s=...) must be > 0, got {startup_timeout_s}")
+    _loop_takes_config(loop)  # fail early on uninspectable callables
 
 
 def is_elastic(trainable: Any) -> bool:

@@ -243,7 +243,14 @@ def test_re_plans_keep_the_pool_feasible_and_follow_the_rules(
         # While trials of the group wait, only a packed trial alone on its GPU is resized: to
         # one GPU, the rest of its GPU being of no use to them.
         assert all(z.trial_id in alone and z.new_width == 1.0 for z in replan.resized)
-    resized = {r.trial_id: r for r in replan.resized}
+    assert_resizes_follow_the_rules(running, replan.resized, pool, before, config)
+
+
+def assert_resizes_follow_the_rules(running: list[RunningTrial], resizes: list, pool: GpuPool,
+                                    before: dict, config: PolicyConfig) -> None:
+    """Untouched trials keep their GPUs; a resized one was resizable, stays within ``d``,
+    and a move, a scale-up or a scale-down each pays for ``eps``."""
+    resized = {r.trial_id: r for r in resizes}
     for r in running:
         tid = r.spec.id
         if tid not in resized:

@@ -203,6 +203,23 @@ def test_by_default_packed_trials_join_the_daemon_fluid_starts_where_mps_is(
     assert [r["fluid_mps"] for r in results] == [True, True]  # and each result says so
 
 
+def test_a_second_manager_uses_the_first_ones_daemons_and_leaves_them_running(
+        fake_mps, tmp_path):
+    fake_mps.log.write_text("")
+    first = mps.MPSManager(require_gpu=False, root=str(tmp_path))
+    second = mps.MPSManager(require_gpu=False, root=str(tmp_path / "other"))
+    try:
+        (node, ours), = first.start().items()
+        theirs = second.start()[node]
+        assert theirs["running"] and not theirs["owned"] and theirs["pipe_dir"] == ours["pipe_dir"]
+        assert second.env_for_share(0.5)[mps.PIPE_ENV] == ours["pipe_dir"]
+        second.stop()
+        assert first.status()[node]["running"] and len(fake_mps.lines()) == 1  # one start
+    finally:
+        first.stop()
+    assert [ln.split()[0] for ln in fake_mps.lines()] == ["start", "cmd"]
+
+
 def test_a_running_daemon_keeps_links_that_one_environment_names_on_every_node(
         fake_mps, tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_RAYLET_PID", "4242")
