@@ -12,8 +12,6 @@
 * no mixins: no ``self`` parameter annotated with a class (a helper class reaching into the
   state of the class it is mixed into), no class that inherits from a helper class of a sibling
   private module;
-* modules stay under 400 lines, and functions under 60 (``def`` to the last line; also in
-  ``experiments``, ``examples``, ``tools`` and ``tests``);
 * no import cycle between modules of ``fluid`` (a package importing its own submodules aside),
   and no two modules of one name.
 """
@@ -254,25 +252,11 @@ def test_no_two_modules_share_a_name() -> None:
     assert sorted({s for s in stems if stems.count(s) > 1}) == []
 
 
-MAX_MODULE_LINES = 400
-MAX_FUNCTION_LINES = 60
-#: Modules allowed to be longer, each with why; generated tables would be named here too.
-LONG_MODULES: dict[str, str] = {}
-
-
 def _trees() -> dict[str, ast.Module]:
     return {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
 
 
 TREES = _trees()
-
-
-def test_no_module_holds_two_jobs() -> None:
-    """A module over 400 lines is a sign it holds two jobs (the brief): split it."""
-    long = {name: n for name, path in MODULES.items()
-            if name not in LONG_MODULES
-            and (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
-    assert long == {}
 
 
 #: The one writer of a trial's lifecycle (``TrialStore.move`` is what it calls).
@@ -324,33 +308,6 @@ def test_the_planners_change_no_trial() -> None:
                     and "life" in ast.unparse(node.func.value)]
              for name in PLANNERS}
     assert {name: lines for name, lines in calls.items() if lines} == {}
-
-
-def _lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
-    """Lines of a function as a reader meets them, from ``def`` to its last line."""
-    return fn.end_lineno - fn.lineno + 1  # type: ignore[operator]
-
-
-#: Everything written here besides ``fluid``: its functions are held to the same length.
-OTHER_CODE = ("experiments", "examples", "tools", "tests")
-
-
-def test_functions_are_short() -> None:
-    trees = dict(TREES)
-    for folder in OTHER_CODE:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            trees[str(path.relative_to(ROOT))] = ast.parse(path.read_text(), str(path))
-    long = sorted(f"{name}.{node.name}: {n} lines" for name, tree in trees.items()
-                  for node in ast.walk(tree)
-                  if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                  and (n := _lines(node)) > MAX_FUNCTION_LINES)
-    assert long == []
-
-
-def test_known_long_modules_are_still_long() -> None:
-    """An exception that no longer applies must leave ``LONG_MODULES``."""
-    for name in LONG_MODULES:
-        assert len(MODULES[name].read_text().splitlines()) > MAX_MODULE_LINES, name
 
 
 def _annotated_self(tree: ast.Module) -> list[str]:

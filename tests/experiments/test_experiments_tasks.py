@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from experiments.tasks import TASKS, Task, count_flops_and_params, dcgan, get_task, wlm
+from experiments.tasks import TASKS, Task, count_flops_and_params, dcgan, get_task, inception, wlm
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -30,7 +30,7 @@ def smoke_data() -> dict[str, tuple[Any, Any]]:
 @pytest.fixture(scope="module")
 def smoke_classifier(tmp_path_factory: pytest.TempPathFactory) -> torch.nn.Module:
     cache = tmp_path_factory.mktemp("is_cache")
-    return dcgan.get_mnist_classifier(None, smoke=True, cache_dir=cache)
+    return inception.get_mnist_classifier(None, smoke=True, cache_dir=cache)
 
 
 def run(
@@ -166,13 +166,13 @@ def test_dcgan_half_steps_update_only_their_network() -> None:
 
 
 def test_inception_score_formula() -> None:
-    assert dcgan.inception_score(torch.full((100, 10), 0.1)) == pytest.approx(1.0)
+    assert inception.inception_score(torch.full((100, 10), 0.1)) == pytest.approx(1.0)
     one_hot = torch.eye(10).repeat(5, 1)
-    assert dcgan.inception_score(one_hot) == pytest.approx(10.0, rel=1e-6)
+    assert inception.inception_score(one_hot) == pytest.approx(10.0, rel=1e-6)
     # Confident but all one class: no diversity -> 1.
-    assert dcgan.inception_score(torch.eye(10)[[3] * 20]) == pytest.approx(1.0)
+    assert inception.inception_score(torch.eye(10)[[3] * 20]) == pytest.approx(1.0)
     # Two equally likely classes, each predicted with certainty -> 2.
-    assert dcgan.inception_score(torch.eye(10)[[0, 1] * 10]) == pytest.approx(2.0)
+    assert inception.inception_score(torch.eye(10)[[0, 1] * 10]) == pytest.approx(2.0)
 
 
 def test_is_classifier_is_cached_per_data_dir(
@@ -181,24 +181,24 @@ def test_is_classifier_is_cached_per_data_dir(
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     calls = []
-    real_train = dcgan.train_mnist_classifier
+    real_train = inception.train_mnist_classifier
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real_train(*args, **kwargs)
 
-    monkeypatch.setattr(dcgan, "train_mnist_classifier", counting)
-    first = dcgan.get_mnist_classifier(data_dir, smoke=True, datasets=smoke_data["dcgan"])
-    path = dcgan.classifier_cache_path(data_dir, smoke=True)
+    monkeypatch.setattr(inception, "train_mnist_classifier", counting)
+    first = inception.get_mnist_classifier(data_dir, smoke=True, datasets=smoke_data["dcgan"])
+    path = inception.classifier_cache_path(data_dir, smoke=True)
     assert path.is_file() and path.parent == data_dir / ".fluid_cache" and len(calls) == 1
     assert first.test_accuracy > 0.9  # the smoke digits are learnable
 
-    second = dcgan.get_mnist_classifier(data_dir, smoke=True)  # no datasets needed: loads
+    second = inception.get_mnist_classifier(data_dir, smoke=True)  # no datasets needed: loads
     assert len(calls) == 1
     for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True):
         assert torch.equal(a, b)
-    assert dcgan.classifier_cache_path(tmp_path / "other", smoke=True) != path
-    assert dcgan.classifier_cache_path(data_dir, smoke=False) != path
+    assert inception.classifier_cache_path(tmp_path / "other", smoke=True) != path
+    assert inception.classifier_cache_path(data_dir, smoke=False) != path
 
     # The task's evaluate finds the classifier through the loader's MNISTDataset.
     train, test = dcgan.build_datasets(data_dir, smoke=True)
@@ -209,7 +209,7 @@ def test_is_classifier_is_cached_per_data_dir(
     assert 1.0 <= metrics["inception_score"] <= 10.0 and len(calls) == 1
     # Real smoke digits score high with it: the classifier is confident and class-balanced.
     probs = second(torch.stack([test[i][0] for i in range(len(test))])).softmax(-1)
-    assert dcgan.inception_score(probs.detach()) > 6.0
+    assert inception.inception_score(probs.detach()) > 6.0
 
 
 def test_count_flops_and_params() -> None:

@@ -16,32 +16,6 @@ import fluid.train as ft
 from fluid.gpu import mps
 
 from ..train.fluid_train_loops import ResultLog, env_loop, fit, packed
-from .standins import StandIns
-
-
-@pytest.fixture(scope="module")
-def fake_mps(tmp_path_factory):
-    """Ray with the stand-in binary on every worker's PATH and the stand-in NVML first on
-    their Python path; yields them (NVML sees no GPU until told)."""
-    d = tmp_path_factory.mktemp("fakebin")
-    standins = StandIns.create(d)
-    old = {k: os.environ.get(k) for k in ("PATH", "PYTHONPATH")}
-    os.environ["PATH"] = f"{d}{os.pathsep}{old['PATH']}"  # raylet and workers inherit it
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(d), old["PYTHONPATH"]) if p)
-    sys.path.insert(0, str(d))  # this process probes its own node too
-    real_nvml = sys.modules.pop("pynvml", None)
-    ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)
-    yield standins
-    ray.shutdown()
-    sys.path.remove(str(d))
-    sys.modules.pop("pynvml", None)
-    if real_nvml is not None:
-        sys.modules["pynvml"] = real_nvml
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 def _lines(log: Path) -> list[str]:
@@ -201,58 +175,6 @@ def test_by_default_packed_trials_join_the_daemon_fluid_starts_where_mps_is(
     assert pipe.startswith("/tmp/fluid-mps/")
     assert [(r["pipe"], r["pct"]) for r in results] == [(pipe, "")] * 2  # at their first line
     assert [r["fluid_mps"] for r in results] == [True, True]  # and each result says so
-
-
-def test_a_second_manager_uses_the_first_ones_daemons_and_leaves_them_running(
-        fake_mps, tmp_path):
-    fake_mps.log.write_text("")
-    first = mps.MPSManager(require_gpu=False, root=str(tmp_path))
-    second = mps.MPSManager(require_gpu=False, root=str(tmp_path / "other"))
-    try:
-        (node, ours), = first.start().items()
-        theirs = second.start()[node]
-        assert theirs["running"] and not theirs["owned"] and theirs["pipe_dir"] == ours["pipe_dir"]
-        assert second.env_for_share(0.5)[mps.PIPE_ENV] == ours["pipe_dir"]
-        second.stop()
-        assert first.status()[node]["running"] and len(fake_mps.lines()) == 1  # one start
-    finally:
-        first.stop()
-    assert [ln.split()[0] for ln in fake_mps.lines()] == ["start", "cmd"]
-
-
-def test_a_running_daemon_keeps_links_that_one_environment_names_on_every_node(
-        fake_mps, tmp_path, monkeypatch):
-    monkeypatch.setenv("RAY_RAYLET_PID", "4242")
-    daemon = mps.MPSDaemon("n", str(tmp_path / "own"), mps.CONTROL_BINARY, False, False,
-                           link_dir=str(tmp_path / "r${RAY_RAYLET_PID}"))
-    assert daemon.worker_env() == {}  # not running
-    daemon.start()
-    env = daemon.worker_env()
-    assert env[mps.PIPE_ENV] == str(tmp_path / "r${RAY_RAYLET_PID}" / "pipe")
-    assert os.path.realpath(os.path.expandvars(env[mps.PIPE_ENV])) == daemon.pipe_dir
-    daemon.stop()
-    assert not (tmp_path / "r4242" / "pipe").exists() and daemon.worker_env() == {}
-
-
-def test_by_default_a_ray_train_trainers_workers_join_the_daemon_of_their_node(
-        fake_mps, tmp_path):
-    from fluid import FluidExecutor
-    from tests.tune.ray_train_trainables import two_workers
-
-    fake_mps.log.write_text("")
-    fake_mps.gpus()
-    try:
-        results = ResultLog()
-        tune.Tuner(two_workers, param_space={"epochs": 1},
-                   tune_config=tune.TuneConfig(scheduler=FluidExecutor(
-                       cpus_per_trial=0.5, cpus_per_worker=0.5)),
-                   run_config=tune.RunConfig(storage_path=str(tmp_path), callbacks=[results],
-                                             verbose=0)).fit()
-    finally:
-        fake_mps.no_driver()
-    start, _ = fake_mps.lines()
-    pipe = start.split()[1].removeprefix("pipe=")
-    assert [(r["workers"], r["mps"]) for r in results.results] == [(2, pipe)]
 
 
 def test_with_thread_percentages_each_packed_trial_gets_its_share(fake_mps, tmp_path):

@@ -95,3 +95,14 @@ def new_estimator(store: TrialStore, tunables: Tunables, gpu_memory: float | Non
     (``None``: the conservative prior), refining each trial's own."""
     return OverheadEstimator(store, alpha=prior, beta=prior, eps=None, refine=True,
                              trial_memory=None, gpu_memory=gpu_memory, tunables=tunables)
+
+
+def elastic_planner(gpus: float = 4.0, alpha: float | None = None, beta: float | None = None,
+                    eps: float = 1.0, **options: Any) -> tuple:
+    """``make_planner`` with the overheads given and options as keywords."""
+    return make_planner(gpus, options=options, alpha=alpha, beta=beta, eps=eps)
+
+
+def elastic_records(store: TrialStore, n: int, until: int = 10, **kw: Any) -> list[TrialRecord]:
+    """``file_records`` of ``n`` elastic trials."""
+    return file_records(store, n, until, elastic=True, **kw)
