@@ -178,11 +178,10 @@ def test_a_driver_restore_under_tune_repeats_what_it_repeats_under_fluid(tmp_pat
     ``tests/tune/test_restore.py`` asserts of the same script under Fluid (each iteration
     once per driver, the iterations since the last snapshot again in the new driver)."""
     from tests.tune.driver_script import ITERS
-    from tests.tune.test_restore import _kill_then_restore, _results, seen_by_driver
+    from tests.tune.test_restore import _kill_then_restore, seen_by_driver
 
     _, after, statuses = _kill_then_restore(
-        str(tmp_path), "grid", lambda s: sum(len(v) for v in _results(s).values()) >= 6,
-        executor="tune")
+        str(tmp_path), "grid", lambda s: sum(map(len, seen_by_driver(s))) >= 6, executor="tune")
     assert len(after) == 4 and set(statuses.values()) == {"TERMINATED"}
     drivers = seen_by_driver(str(tmp_path))
     assert len(drivers) == 2 and all(max(Counter(d).values()) == 1 for d in drivers), drivers

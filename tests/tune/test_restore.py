@@ -79,9 +79,11 @@ def _kill_then_restore(storage, searcher, killed, executor="fluid"):
 @pytest.mark.slow
 def test_driver_sigkill_then_restore(tmp_path):
     storage = str(tmp_path)
+    # Killed once the callback was handed 6 results (result files may reach storage later,
+    # in a burst): mid-run, so some trial has not written all its iterations, or none yet.
     before, after, statuses = _kill_then_restore(
-        storage, "grid", lambda s: sum(len(v) for v in _results(s).values()) >= 6)
-    assert any(len(v) < ITERS for v in before[0].values())
+        storage, "grid", lambda s: sum(map(len, seen_by_driver(s))) >= 6)
+    assert len(before[0]) < 4 or any(len(v) < ITERS for v in before[0].values())
     assert len(after) == 4
     assert set(statuses.values()) == {"TERMINATED"}
     for path, iterations in after.items():
