@@ -54,13 +54,14 @@ def test_train_trials_never_oversubscribe_and_a_resized_one_continues(ray8, tmp_
     # 3 trials that could use 4 GPUs each share 4 GPUs: one GPU each at first; idle GPUs
     # probe the long one as 2 workers once it reported (a resize: Tune pauses it after a
     # result, it restarts from Train's checkpoint at the new worker count). The short ones end
-    # with their first result, so none of them is probed in its place (a Train trial's first
-    # iteration includes its workers' start: which trial reports first is a matter of timing).
+    # with their first result, 2 s after the long one's first (their epoch takes 3 s), so the
+    # idle GPU goes to the long one first: a probe of a short one would be its last result.
     ex = FluidExecutor(eps=0.05, cpus_per_trial=1, cpus_per_worker=0.5)
     view = RayView(ex)
     results = tune.Tuner(
         elastic_driver,
-        param_space={"epochs": tune.grid_search([1, 1, 8]), "t": 1.0},
+        param_space={"epochs": tune.grid_search([1, 1, 8]),
+                     "t": tune.sample_from(lambda spec: 1.0 if spec.config.epochs > 1 else 3.0)},
         tune_config=tune.TuneConfig(scheduler=ex),
         run_config=tune.RunConfig(storage_path=str(tmp_path), callbacks=[view], verbose=0),
     ).fit()
