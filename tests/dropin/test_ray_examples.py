@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dropin.ray_examples import ExampleRun, fluid_source, run_examples
+from tests.dropin.ray_examples import HELD_S, ExampleRun, fluid_source, run_examples
 
-#: Trials running at once for this long in all under plain Tune must also run at once under
-#: Fluid (an instant's count is a race between actor starts).
-HELD_S = 1.0
 #: (example, its arguments): run as Ray's CI runs them (``--smoke-test``).
 EXAMPLES = [
     ("pbt_example", ("--smoke-test",)),
