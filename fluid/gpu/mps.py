@@ -272,11 +272,12 @@ def worker_env() -> dict[str, str]:
 
     if not ray.is_initialized():
         return {}
-    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+    nodes = [a["name"].removeprefix(_ACTOR_PREFIX)
+             for a in ray.util.list_named_actors(all_namespaces=True)
              if a["namespace"] == NAMESPACE and a["name"].startswith(_ACTOR_PREFIX)]
-    for name in names:
-        env = ray.get(ray.get_actor(name, namespace=NAMESPACE).worker_env.remote(),
-                      timeout=COMMAND_TIMEOUT_S)
+    for node in nodes:
+        actor = _node_actor(node)
+        env = actor and ray.get(actor.worker_env.remote(), timeout=COMMAND_TIMEOUT_S)
         if env:
             return env
     return {}
