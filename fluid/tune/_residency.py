@@ -19,13 +19,20 @@ Example:
     >>> r.arrive("b", (0,), now=10.0)
     >>> r.degree("a", start=8.0) is None, r.degree("a", start=10.0)
     (True, 2)
+    >>> r.exposure("a", start=6.0, end=14.0)
+    0.5
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from fluid.core.tolerances import TIME_TOL
+
+#: Spans kept per GPU once ended: an iteration asked about overlaps only the trials that came
+#: and went on its GPU during it, far fewer in any plan (a GPU holds at most ``c_max`` at once).
+_ENDED_KEPT = 64
 
 
 class Residency:
@@ -35,6 +42,9 @@ class Residency:
         self._gpus: dict[str, tuple[int, ...]] = {}
         self._on: dict[int, set[str]] = {}
         self._since: dict[int, float] = {}
+        # gpu -> [trial id, computes from, until (None: still there)]: who computed beside an
+        # iteration, and for how much of it (``exposure``).
+        self._spans: dict[int, deque[list]] = {}
 
     def arrive(self, trial_id: str, gpus: tuple[int, ...], now: float) -> None:
         """A trial was handed ``gpus`` at ``now`` (it computes only once it has started)."""
@@ -42,18 +52,42 @@ class Residency:
         self._gpus[trial_id] = gpus
         for g in gpus:
             self._on.setdefault(g, set()).add(trial_id)
+            self._spans.setdefault(g, deque()).append([trial_id, now, None])
         self._touch(gpus, now)
 
     def began(self, trial_id: str, at: float) -> None:
         """The trial's first iteration after it (re)started began at ``at``: it computes since."""
-        self._touch(self._gpus.get(trial_id, ()), at)
+        gpus = self._gpus.get(trial_id, ())
+        for span in self._open(trial_id, gpus):
+            span[1] = max(span[1], at)
+        self._touch(gpus, at)
 
     def leave(self, trial_id: str, now: float) -> None:
         """The trial stopped computing on its GPUs at ``now`` (paused, resized or done)."""
         gpus = self._gpus.pop(trial_id, ())
+        for span in self._open(trial_id, gpus):
+            span[2] = now
         for g in gpus:
             self._on[g].discard(trial_id)
+            spans = self._spans[g]
+            while len(spans) > _ENDED_KEPT and spans[0][2] is not None:
+                spans.popleft()
         self._touch(gpus, now)
+
+    def _open(self, trial_id: str, gpus: tuple[int, ...]) -> list[list]:
+        return [s for g in gpus for s in self._spans.get(g, ()) if s[0] == trial_id and s[2] is None]
+
+    def exposure(self, trial_id: str, start: float, end: float) -> float | None:
+        """How many other trials computed on the trial's GPU from ``start`` to ``end``, on
+        average over that time (a trial there for half of it counts a half; one handed the
+        GPU counts from then until its first iteration says when it began), ``None`` if the
+        trial is a gang or not placed, or the time is empty."""
+        gpus = self._gpus.get(trial_id, ())
+        if len(gpus) != 1 or not end > start:
+            return None
+        shared = sum(max(0.0, min(end, until if until is not None else end) - max(start, since))
+                     for tid, since, until in self._spans.get(gpus[0], ()) if tid != trial_id)
+        return shared / (end - start)
 
     def degree(self, trial_id: str, start: float) -> int | None:
         """How many trials computed on the trial's GPU from ``start`` until now, ``None`` if
