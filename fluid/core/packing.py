@@ -4,12 +4,13 @@ The rules of packing for the time to target (every constant a field of ``Tunable
 
 * **leaders** (``is_leader``): a trial the algorithm waits on (promoted past a rung) or one
   whose budget runs to its end leads; it shares a GPU only where a measured ``alpha`` (its
-  own ``alpha_i``, else the experiment's: a profile, a given ``alpha``, the probes' median)
+  own ``alpha_i``, else the experiment's: a profile, a given ``alpha``, the in-session estimate)
   says packing costs it next to nothing (``fluid.core.policy.trial_limits``), and one packed
   when it was promoted gets a whole GPU first (``fluid.core.policy.unpack_leaders``);
-* **probes** (``pair_probes``): without a profile nothing says packing is cheap, so a few pairs
-  of the trials the algorithm does not wait on are packed to measure it, while more trials
-  wait than idle GPUs hold whole;
+* **probes** (``pair_probes``): without a profile nothing says packing is cheap, so while its
+  estimate is undecided a few pairs of the trials the algorithm does not wait on, drawn at
+  random, are packed to measure it against the trials alone, while more trials wait than
+  idle GPUs hold whole;
 * **admission** (``in_flight_bound``): a model-based searcher suggests a trial only when the
   GPUs can run it at the speed of a trial alone (packed trials counted by their throughput).
 """
@@ -17,6 +18,7 @@ The rules of packing for the time to target (every constant a field of ``Tunable
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Sequence
 
 from fluid.core.model import TrialSpec
@@ -29,9 +31,6 @@ from fluid.core.tolerances import WIDTH_TOL
 #: paper's ``T^p = T^1 alpha^(p-1)`` at ``p = 2``).
 PROBE_PAIR = 2
 PROBE_SHARE = 1 / PROBE_PAIR
-#: Iterations a probe's host needs left: one alone, one while its mate starts (which measures
-#: neither), one beside its mate.
-HOST_ITERATIONS = 3
 
 
 def is_leader(priority: int, runs_to_end: bool) -> bool:
@@ -49,56 +48,37 @@ def is_leader(priority: int, runs_to_end: bool) -> bool:
     return priority > 0 or runs_to_end
 
 
-def pair_probes(candidates: Sequence[tuple[TrialSpec, bool]], hosts: Sequence[str],
-                pool: GpuPool, wanted: int) -> tuple[list[Assignment], int, GpuPool]:
-    """Pairs of trials packed to measure packing, while too few trials have their own
-    ``alpha_i`` and none would be packed without it (no profile: the conservative prior).
+def pair_probes(candidates: Sequence[TrialSpec], pool: GpuPool, wanted: int,
+                ) -> tuple[list[Assignment], GpuPool]:
+    """Trials packed in pairs to measure packing while its estimate is undecided (no profile):
+    up to ``wanted`` of ``candidates`` (waiting trials the algorithm does not wait on), each
+    on half a GPU, a pair to a GPU (a half GPU already holding one is filled first).
 
-    A trial's ``alpha_i`` is its time beside one other trial over its time alone (measured by
-    who computes on its GPU, not by its share: a share alone on a GPU runs as fast as a whole
-    GPU), so a probe has a trial run alone on a half GPU and beside a mate there, in either
-    order. ``hosts``: probes alone on their GPU whose time alone is measured: each is given
-    the first ``candidates`` trial left as its mate. Then up to ``wanted`` new probes open on
-    idle GPUs, each with a *host*: a candidate with iterations enough left (the flag of each
-    candidate: one alone, one during which its mate starts, which measures neither degree,
-    and one beside the mate). No probe opens without one: two trials too short to be measured
-    alone would be measured only once one of them is promoted, on the trial the algorithm
-    then waits on, which also restarts to take its whole GPU. ``candidates`` are waiting
-    trials the algorithm does not wait on, in start order. A new probe opens only while more
-    candidates wait than there are idle GPUs (else none of them would ever be packed).
-    Returns the trials to start, how many probes opened, and the pool after them.
+    Packing is measured across trials (``fluid.core.estimates.exposure_slope``): some of a
+    wave run packed, the rest alone, and no trial needs iterations of its own at both. Which
+    trials are packed is drawn by a hash of their ids, not taken in the searcher's order (a
+    grid's first trials share values: packing them would mistake their cost for packing's).
+    A probe starts only while more candidates wait than idle GPUs hold whole (with a GPU for
+    each, packing would never be used, and the probe would only slow its trials).
+    Returns the trials to start and the pool after them.
 
-    Example (one host ready, one more probe wanted, three trials waiting on 2 GPUs):
-        >>> pool = GpuPool(2)
-        >>> _ = pool.place("h", 0.5, 1)
-        >>> specs = [(TrialSpec(t, 10.0), True) for t in ("a", "b", "c")]
-        >>> starts, opened, after = pair_probes(specs, ["h"], pool, wanted=1)
-        >>> [(a.trial_id, a.width, a.gpus) for a in starts], opened
-        ([('a', 0.5, (0,)), ('b', 0.5, (1,))], 1)
+    Example (two probes wanted, three trials waiting on 2 GPUs):
+        >>> specs = [TrialSpec(t, 10.0) for t in ("a", "b", "c")]
+        >>> starts, after = pair_probes(specs, GpuPool(2), wanted=2)
+        >>> sorted((a.trial_id, a.width, a.gpus) for a in starts)
+        [('b', 0.5, (0,)), ('c', 0.5, (0,))]
     """
     starts: list[Assignment] = []
     work = pool.copy()
-    waiting = list(candidates)
-    for host in hosts:
-        while waiting:
-            spec, _ = waiting.pop(0)
-            gpus = work.join(spec.id, host, PROBE_SHARE, PROBE_PAIR, spec.memory)
-            if gpus is not None:
-                starts.append(Assignment(spec.id, PROBE_SHARE, gpus))
-                break
-    opened = 0
-    # A new probe only while more trials wait than idle GPUs hold whole: with a GPU for each,
-    # packing could never be used, and the probe would only slow its trials.
-    while opened < wanted and len(waiting) > work.idle_count() > 0:
-        k = next((i for i, (_, long_enough) in enumerate(waiting) if long_enough), None)
-        if k is None:
+    left = len(candidates)
+    for spec in sorted(candidates, key=lambda s: zlib.crc32(s.id.encode())):
+        if len(starts) >= wanted or not left > work.idle_count() > 0:
             break
-        host = waiting.pop(k)[0]
-        if (gpus := work.place(host.id, PROBE_SHARE, 1, host.memory)) is None:
-            continue
-        starts.append(Assignment(host.id, PROBE_SHARE, gpus))
-        opened += 1
-    return starts, opened, work if starts else pool
+        left -= 1
+        gpus = work.place(spec.id, PROBE_SHARE, PROBE_PAIR, spec.memory)
+        if gpus is not None:
+            starts.append(Assignment(spec.id, PROBE_SHARE, gpus))
+    return starts, work if starts else pool
 
 
 def in_flight_bound(gpus: float, c: int, alpha: float = 1.0) -> int:

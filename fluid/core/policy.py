@@ -74,10 +74,10 @@ class TrialFacts:
         asked: GPUs its own placement group asked for (0: none).
         own_request: it runs in its own placement group at ``w_min`` (not elastic).
         runs_to_end: its budget reaches its own stop (no rung decides on it again).
-        probe: it is packed to measure packing (``pair_probes``) until its ``alpha_i`` is.
+        probe: it is packed to measure packing (``pair_probes``) while that is undecided.
         packing_measured: the experiment's packing cost is measured on this hardware (a
-            profile, a given ``alpha``, or the median of the trials probed so far), so its
-            ``alpha`` is a measurement, not the conservative prior.
+            profile, a given ``alpha``, or an in-session estimate whose interval decides
+            packing), so its ``alpha`` is a measurement, not the conservative prior.
         ray_train: it runs a Ray Train trainer, one worker per GPU (``fluid.shapes.train_workers``).
         w_max: most width it allows (``None``: no bound of its own).
         throughput_only: trials pack for throughput alone: every trial of the experiment runs
@@ -134,8 +134,8 @@ def trial_limits(facts: TrialFacts, config: PolicyConfig, tunables: Tunables, gp
     c = c_from_alpha(facts.alpha, o_th, config.c_max)
     if config.c is not None:
         c = config.c if exact else min(c, config.c)
-    if facts.probe and not facts.alpha_measured:
-        c = max(c, 2)  # a packing probe shares its GPU until its alpha_i is measured
+    if facts.probe and not (facts.alpha_measured or facts.packing_measured):
+        c = max(c, 2)  # a packing probe shares its GPU while packing is undecided
     measured = facts.alpha_measured or facts.packing_measured
     if (is_leader(facts.priority, facts.runs_to_end)
             and (not measured or facts.alpha >= tunables.priority_alpha)):

@@ -67,13 +67,18 @@ class Tunables:
         prior_alpha: ``alpha`` of an unmeasured trial: two on a GPU gain nothing, so it runs
             alone, as under plain Tune.
         prior_beta: ``beta`` of an unmeasured trial: a gang of two is no faster than one GPU.
-        probe_pairs: without a profile, the trials whose own ``alpha_i`` is measured (on a
-            GPU they shared for some iterations and had to themselves for others) before their
-            median is the ``alpha`` of trials not measured yet; until then that many pairs of
-            trials the algorithm does not wait on are packed to measure it (one pair says
-            little: configurations differ).
-        prior_weight: how many samples the prior is worth when a trial's own estimate is
-            shrunk towards it (one: a single measurement moves it half way, in log space).
+        probe_pairs: without a profile, pairs of trials the algorithm does not wait on packed
+            in all to measure packing against the trials alone, while that estimate's
+            interval leaves undecided whether a fresh trial is packed (two: the comparison
+            needs two trials packed at least, and one pair's two share one GPU's luck); where
+            packing does not pay, that is all the measurement costs.
+        prior_alpha_spread: standard deviation of ``log alpha`` under the prior: its 95%
+            interval, ``prior_alpha`` times or over ``exp(1.96 x 0.354) = 2``, runs from free
+            packing (``alpha = 1``, the least there is) to a pair each running at a quarter of
+            its speed alone. A measurement moves the prior by its precision against this.
+        prior_weight: how many samples the experiment's ``alpha`` is worth when a trial's own
+            estimate is shrunk towards it (one: a single measurement moves it half way, in
+            log space).
         default_eps: seconds a resize is assumed to cost before a resize or a start is
             measured (a restart of a small model on Ray).
         default_iteration_time: one-GPU seconds per iteration before any trial reported (only
@@ -119,6 +124,7 @@ class Tunables:
     prior_alpha: float = 2.0
     prior_beta: float = 2.0
     probe_pairs: int = 2
+    prior_alpha_spread: float = 0.354
     prior_weight: float = 1.0
     default_eps: float = 5.0
     default_iteration_time: float = 1.0
@@ -149,6 +155,7 @@ class Tunables:
         check_number("prior_alpha", self.prior_alpha, 1)
         check_number("prior_beta", self.prior_beta, 1)
         check_number("prior_weight", self.prior_weight, 0, low_open=True)
+        check_number("prior_alpha_spread", self.prior_alpha_spread, 0, low_open=True)
         check_number("default_eps", self.default_eps, 0, unit="seconds")
         check_number("default_iteration_time", self.default_iteration_time, 0, low_open=True,
                      unit="seconds")

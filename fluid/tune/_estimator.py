@@ -1,12 +1,18 @@
 """Estimates from what trials report: ``alpha``, ``beta``, ``eps``, one-GPU iteration times, memory.
 
-* per trial ``alpha_i`` / ``beta_i``: a **prior** (the profile's ``alpha``/``beta`` when given,
-  else the conservative ``Tunables.prior_alpha``/``prior_beta``: packing two on a GPU or a gang
-  of two gains nothing, so an unmeasured trial runs alone on one GPU, as under plain Tune),
+* the experiment's ``alpha`` (``packing_estimate``): measured across trials from the first wave
+  on (``fluid.core.estimates``): each trial's latest iteration on one GPU, with how many other
+  trials computed beside it then (its *exposure*, ``Residency.exposure``), gives the slope of
+  ``log time`` on exposure (trials packed and alone differ in configuration, not only in
+  packing: the spread around the line is the interval); trials measured at two degrees
+  themselves add their own ``alpha_i`` (within a trial, configuration cancels). The estimate,
+  with its interval, is weighed against the prior (a profile's ``alpha`` or the conservative
+  ``Tunables.prior_alpha``, with spread ``prior_alpha_spread``) by precision;
+* per trial ``alpha_i`` / ``beta_i``: the experiment's (``fresh_alpha``; the prior ``beta``)
   sharpened by the trial's own ``time_this_iter_s`` at the widths it ran (a share ``1/p``
-  against one GPU gives ``alpha_i``, a gang of ``w`` against one GPU gives ``beta_i``, no resize
-  needed when it started at that width), shrunk towards the prior: in log space, the prior
-  counts as ``Tunables.prior_weight`` samples;
+  against one GPU gives ``alpha_i``, a gang of ``w`` against one GPU gives ``beta_i``, no
+  resize needed when it started at that width), shrunk towards it: in log space, it counts as
+  ``Tunables.prior_weight`` samples;
 * one-GPU seconds per iteration of a trial: its own one-GPU times when it ran on one GPU, else
   ``time_this_iter_s / f_i(w)`` under its ``alpha_i``, ``beta_i`` (``f`` is
   ``fluid.core.slowdown``);
@@ -25,6 +31,7 @@ from collections import deque
 from typing import Any
 
 from fluid.core import Tunables, slowdown
+from fluid.core.estimates import LogEstimate, combine, exposure_slope, mean_of_logs, shrink
 from fluid.core.overheads import c_from_alpha
 from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune._records import TrialRecord, TrialStore
@@ -69,6 +76,10 @@ class OverheadEstimator:
         # trial id -> ((alpha, beta, samples), median): every re-plan asks for the time of
         # every live trial, most of them unchanged since the last one.
         self._medians: dict[str, tuple[tuple, float]] = {}
+        # trial id -> (exposure, seconds, iterations seen, numbers of its config) of its latest
+        # iteration on one GPU
+        self._exposed: dict[str, tuple[float, float, int, dict[str, float]]] = {}
+        self._posterior: LogEstimate | None = None  # packing_estimate, until a sample changes
 
     def restore_eps(self, samples: list[float]) -> None:
         """Take in resize costs measured before (a restored experiment's)."""
@@ -77,25 +88,47 @@ class OverheadEstimator:
     @property
     def fresh_alpha(self) -> float:
         """``alpha_i`` of a trial with no packing measurement of its own: the prior given (a
-        profile's), else the median of the trials measured so far once that counts as a
-        measurement (``packing_measured``), else the conservative prior (trials of one
-        experiment share a model family and the hardware; each trial's own measurement wins
-        once it has one)."""
-        if self.alpha_given or not self.packing_measured:
+        profile's), else the experiment's estimate (``packing_estimate``: the conservative
+        prior until trials are measured, moving towards what they show as its interval
+        narrows; trials of one experiment share a model family and the hardware; each
+        trial's own measurement wins once it has one)."""
+        if self.alpha_given:
             return self.prior_alpha
-        return self.alpha
+        return self.packing_estimate.value
+
+    @property
+    def packing_estimate(self) -> LogEstimate:
+        """The experiment's ``alpha`` in log space, with its standard error: the prior weighed
+        by precision against what the trials measured (module docstring)."""
+        if self._posterior is None:
+            prior = LogEstimate.of(self.prior_alpha, self._tunables.prior_alpha_spread)
+            if self.alpha_given or not self.refine:
+                self._posterior = prior
+            else:
+                own = self._store.own_alphas
+                across = [v for tid, v in self._exposed.items() if tid not in own]
+                measured = combine([
+                    exposure_slope([v[0] for v in across], [v[1] for v in across],
+                                   _covariates([v[3] for v in across])),
+                    mean_of_logs(list(own.values()))])
+                self._posterior = shrink(prior, measured)
+        return self._posterior
 
     @property
     def packing_measured(self) -> bool:
-        """Whether ``fresh_alpha`` is a measurement (a profile's or a given ``alpha``, or the
-        median of the trials' own), not the conservative prior: once ``probe_pairs`` trials
-        are measured, or sooner where those measured say packing is costly (``c_i`` of 1 under
-        ``o_th``): more probes could only confirm what the prior does already, each slowing
-        two trials."""
-        measured = len(self._store.own_alphas)
+        """Whether ``fresh_alpha`` is a measurement that decides packing (a profile's or a
+        given ``alpha``, or an estimate whose 95% interval lies on one side of what packs a
+        fresh trial, ``c_i`` under ``o_th``), not the conservative prior: until then packing
+        probes measure more (``_probes``)."""
+        if self.alpha_given:
+            return True
+        est = self.packing_estimate
+        if not est.n:
+            return False
         tunables = self._tunables
-        return (self.alpha_given or measured >= tunables.probe_pairs
-                or (measured > 0 and c_from_alpha(self.alpha, tunables.o_th, tunables.c_max) < 2))
+        low, high = est.interval()
+        return (c_from_alpha(max(1.0, low), tunables.o_th, tunables.c_max)
+                == c_from_alpha(high, tunables.o_th, tunables.c_max))
 
     @property
     def alphas_measured(self) -> int:
@@ -143,14 +176,18 @@ class OverheadEstimator:
                        self._tunables.prior_weight)
 
     def observe(self, rec: TrialRecord, dt: float | None, now: float,
-                width: float | None = None, clean: bool = True) -> bool:
+                width: float | None = None, clean: bool = True,
+                exposure: float | None = None) -> bool:
         """Take in a result's ``time_this_iter_s``; True when it was the trial's first sample
         or its first at this width (a new ``alpha_i``/``beta_i``: its group is planned again).
 
         ``width``: the width the iteration ran at in effect (``1/k`` for ``k`` trials that
         computed on its GPU all along, see ``_residency``; ``None``: the width it runs at);
         not ``clean`` when who computed beside it changed during it: the sample then counts at
-        its share for its iteration time, not for its ``alpha_i``.
+        its share for its iteration time, not for its ``alpha_i``. ``exposure``: how many
+        other trials computed beside it on its GPU, on average over the iteration (``None``:
+        not on one GPU); the trial's latest such iteration is its sample for
+        ``packing_estimate``.
 
         The first result after a resize measures ``eps`` instead (the time since the resize
         decision less that result's own ``time_this_iter_s``); the first of another start
@@ -176,6 +213,8 @@ class OverheadEstimator:
                 self.start_samples.append(max(0.0, now - rec.shapes[-1][0] - float(dt)))
             if dt is None or not width or (rec.fresh_start and rec.samples):
                 return False
+        if exposure is not None and dt > 0:
+            self._expose(rec, exposure, float(dt))
         if not clean:
             width = rec.actual
         new_width = self._store.add_sample(rec, float(dt), width, self._tunables.samples_kept,
@@ -211,15 +250,35 @@ class OverheadEstimator:
             fresh = self.fresh_alpha
             self._store.update(rec, own_alpha=own)
             self.alpha = statistics.median(self._store.own_alphas.values())
-            if self.fresh_alpha != fresh:  # every trial's alpha_i rests on it: times too
-                for other in self._store.records.values():
-                    if other.samples and other is not rec:
-                        self.track(other)
+            self._estimate_changed(fresh, rec)
         if betas:
             own = (max(1.0, statistics.median(b for b, _ in betas)), sum(n for _, n in betas))
             self._store.update(rec, own_beta=own)
             self.beta = statistics.median(self._store.own_betas.values())
         self.track(rec)  # one-GPU times depend on alpha and beta
+
+    def _expose(self, rec: TrialRecord, exposure: float, dt: float) -> None:
+        """Take a trial's iteration at ``exposure`` into ``packing_estimate``: its first, then
+        its second in its place (the first of a start carries its warm-up, which packing does
+        not slow). Every trial counts, also once the estimate decides packing: an early
+        decision on a few trials is then revised by the many that follow. The mean one-GPU
+        time of measured trials follows a changed estimate as each trial's samples change
+        (each new sample would otherwise revisit every trial)."""
+        seen = self._exposed.get(rec.trial_id)
+        if self.alpha_given or (seen is not None and seen[2] > 1):
+            return
+        numbers = seen[3] if seen is not None else _numbers(getattr(rec.trial, "config", None))
+        self._exposed[rec.trial_id] = (exposure, dt, 1 if seen is None else 2, numbers)
+        self._posterior = None
+
+    def _estimate_changed(self, fresh: float, rec: TrialRecord) -> None:
+        """A measurement of packing changed (``fresh``: ``fresh_alpha`` before it): when
+        ``fresh_alpha`` moved, every other trial's ``alpha_i`` rests on it: times too."""
+        self._posterior = None
+        if self.fresh_alpha != fresh:
+            for other in self._store.records.values():
+                if other.samples and other is not rec:
+                    self.track(other)
 
     def iteration_time(self, rec: TrialRecord) -> float:
         """Median one-GPU seconds per iteration: its own one-GPU times when it has some, else
@@ -302,6 +361,27 @@ def _shrunk(prior: float, own: tuple[float, int] | None, weight: float) -> float
     value, n = own
     w = n / (n + weight)
     return max(1.0, math.exp(w * math.log(value) + (1 - w) * math.log(prior)))
+
+
+def _numbers(config: Any, prefix: str = "") -> dict[str, float]:
+    """The numeric values of a trial's config, nested keys joined by ``/``."""
+    out: dict[str, float] = {}
+    for key, value in (config or {}).items() if isinstance(config, dict) else ():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_numbers(value, f"{name}/"))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out[name] = float(value)
+    return out
+
+
+def _covariates(numbers: list[dict[str, float]]) -> list[list[float]]:
+    """What the trials' configs say of their speed, a row per trial: every number all of them
+    have, on a log scale where all are positive (a batch size, a width: iteration times scale
+    with their ratios)."""
+    keys = sorted(set.intersection(*(set(n) for n in numbers))) if numbers else []
+    logs = {k for k in keys if all(n[k] > 0 for n in numbers)}
+    return [[math.log(n[k]) if k in logs else n[k] for k in keys] for n in numbers]
 
 
 def _peak_gb(trial: Any) -> float | None:

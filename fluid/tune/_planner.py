@@ -137,8 +137,12 @@ class Planner:
         at in effect (``PackingProbes.sample_width``)."""
         first = not rec.samples
         width, clean = self.packing.sample_width(rec, dt, now)
-        if self._estimator.observe(rec, dt, now, width, clean):
+        before = self._estimator.packing_estimate
+        exposure = self.packing.exposure(rec, dt, now)
+        if self._estimator.observe(rec, dt, now, width, clean, exposure):
             self.measured(rec, first)
+        if self._estimator.packing_estimate != before:
+            self._log_estimate()
 
     def in_flight_bound(self, max_outstanding: int | None) -> tuple[int, str]:
         """Most trials a model-based searcher may have in flight, and why.
@@ -148,7 +152,8 @@ class Planner:
         no GPU, or on a cluster without GPUs, just that (CPUs bound it, as under plain Tune).
         For GPU trials, what the GPUs run at the speed of one trial alone
         (``fluid.core.packing.in_flight_bound``) with fresh trials packed as an unmeasured one
-        would be now, plus a mate for each packing probe waiting for one, when that is more.
+        would be now, plus the packing probes wanted (trials beyond what the GPUs hold alone:
+        a probe packs only while more trials wait than idle GPUs hold), when that is more.
         """
         if max_outstanding is not None:
             return max_outstanding, "max_outstanding"
@@ -156,13 +161,12 @@ class Planner:
         tune = self.tune_at_once(newest) if newest is not None else None
         if newest is not None and (newest.no_gpu or self.gpus <= 0):
             return max(1, tune or 1), "what fits at once on the CPUs, as under plain Tune"
-        c = self.specs.fresh_c()
-        fluid = (in_flight_bound(self.gpus, c, self._estimator.fresh_alpha)
-                 + self.packing.hosts(self.life.pool))
-        if tune is not None and tune > fluid:
+        c, probes = self.specs.fresh_c(), self.packing.wanted()
+        fluid = in_flight_bound(self.gpus, c, self._estimator.fresh_alpha) + probes
+        if tune is not None and tune >= fluid:
             return tune, "what fits at once under plain Tune"
         return fluid, (f"what {self.gpus:g} GPUs run at the speed of one trial alone, packed "
-                       f"{c} to a GPU")
+                       f"{c} to a GPU" + (f", and {probes} packing probes" if probes else ""))
 
     def tune_at_once(self, rec: TrialRecord) -> int | None:
         """How many trials of ``rec``'s own request plain Tune runs at once on the cluster
@@ -366,6 +370,17 @@ class Planner:
             self._due = True
             return gpus
         return None
+
+    def _log_estimate(self) -> None:
+        """The experiment's packing estimate changed: its value and 95% interval in the plan
+        log (kind ``estimate``), and whether it decides packing."""
+        est = self._estimator.packing_estimate
+        low, high = est.interval()
+        self.plan_log.append({"time": self._clock(), "kind": "estimate", "group": None,
+                              "widths": {}, "alpha": est.value, "ci95": [low, high],
+                              "samples": est.n, "decided": self._estimator.packing_measured})
+        logger.debug("Fluid: packing costs alpha %.3f (95%% %.3f-%.3f, %d samples)",
+                     est.value, low, high, est.n)
 
     def _log_plan(self, kind: str, gid: int, widths: dict[str, float]) -> None:
         entry = {"time": self._clock(), "kind": kind, "group": gid,

@@ -27,49 +27,46 @@ def test_a_searcher_has_in_flight_what_the_gpus_run_at_full_speed(gpus, c, alpha
     assert in_flight_bound(gpus, c, alpha) == bound
 
 
-def test_a_probe_opens_with_a_host_that_has_iterations_to_measure_alone_and_beside() -> None:
+def _ids(starts) -> list[tuple[str, float, tuple[int, ...]]]:
+    return sorted((a.trial_id, a.width, a.gpus) for a in starts)
+
+
+def test_probes_start_in_pairs_each_on_half_a_gpu() -> None:
     pool = GpuPool(2)
-    specs = [(TrialSpec("short", 5.0), False), (TrialSpec("long", 50.0), True),
-             (TrialSpec("c", 5.0), False)]
-    starts, opened, after = pair_probes(specs, [], pool, wanted=1)
-    # the host is the first trial with two iterations left; it starts alone on a half GPU
-    assert [(a.trial_id, a.width) for a in starts] == [("long", 0.5)] and opened == 1
-    assert after.placement() == {0: [("long", 0.5)]} and pool.placement() == {}
+    specs = [TrialSpec(t, 5.0) for t in ("a", "b", "c", "d")]
+    starts, after = pair_probes(specs, pool, wanted=2)
+    # a pair to one GPU: no trial needs iterations of its own alone and beside another
+    assert [(w, g) for _, w, g in _ids(starts)] == [(0.5, (0,)), (0.5, (0,))]
+    assert len(after.placement()[0]) == 2 and pool.placement() == {}
 
 
-def test_no_probe_opens_without_a_host() -> None:
-    # Two short trials packed together are measured alone only once one is promoted: on the
-    # trial the algorithm then waits on.
-    specs = [(TrialSpec(t, 5.0), False) for t in ("a", "b", "c")]
-    pool = GpuPool(2)
-    starts, opened, after = pair_probes(specs, [], pool, wanted=1)
-    assert starts == [] and opened == 0 and after is pool
+def test_which_trials_are_probed_does_not_follow_the_searchers_order() -> None:
+    # A grid's first trials share values: the probes are drawn by a hash of the trial ids.
+    specs = [TrialSpec(f"trial_{i:05d}", 5.0) for i in range(40)]
+    chosen = {a.trial_id for a in pair_probes(specs, GpuPool(8), wanted=8)[0]}
+    assert len(chosen) == 8 and chosen != {s.id for s in specs[:8]}
+    again = {a.trial_id for a in pair_probes(list(reversed(specs)), GpuPool(8), wanted=8)[0]}
+    assert again == chosen  # the order given does not matter either
 
 
-@pytest.mark.parametrize(("gpus", "waiting", "opened"), [(4, 2, 0), (4, 4, 0), (4, 5, 1),
-                                                        (2, 3, 1)])
-def test_no_probe_opens_while_an_idle_gpu_waits_for_each_trial(gpus, waiting, opened) -> None:
+@pytest.mark.parametrize(("gpus", "waiting", "probed"), [(4, 2, 0), (4, 4, 0), (4, 5, 2),
+                                                        (2, 3, 2), (4, 6, 4), (4, 12, 4)])
+def test_no_probe_starts_while_an_idle_gpu_waits_for_each_trial(gpus, waiting, probed) -> None:
     # With a whole GPU for every waiting trial packing is never used: a probe only slows it.
-    specs = [(TrialSpec(f"t{i}", 5.0), True) for i in range(waiting)]
-    starts, n, _ = pair_probes(specs, [], GpuPool(gpus), wanted=1)
-    assert n == opened and len(starts) == opened
+    specs = [TrialSpec(f"t{i}", 5.0) for i in range(waiting)]
+    starts, _ = pair_probes(specs, GpuPool(gpus), wanted=4)
+    assert len(starts) == probed
 
 
-def test_a_host_measured_alone_gets_a_mate_and_no_probe_opens_on_a_full_pool() -> None:
-    pool = GpuPool(1)
-    pool.place("h", 0.5, 1)
-    specs = [(TrialSpec("m", 5.0), True), (TrialSpec("n", 5.0), True)]
-    starts, opened, after = pair_probes(specs, ["h"], pool, wanted=3)
-    assert [(a.trial_id, a.width, a.gpus) for a in starts] == [("m", 0.5, (0,))]
-    assert opened == 0 and after.placement() == {0: [("h", 0.5), ("m", 0.5)]}
-
-
-def test_a_mate_that_does_not_fit_in_memory_is_passed_over() -> None:
-    pool = GpuPool(1, memory=10.0)
-    pool.place("h", 0.5, 1, memory=6.0)
-    specs = [(TrialSpec("big", 5.0, memory=6.0), True), (TrialSpec("small", 5.0, memory=3.0), True)]
-    starts, _, _ = pair_probes(specs, ["h"], pool, wanted=0)
-    assert [a.trial_id for a in starts] == ["small"]
+def test_a_half_gpu_holding_one_trial_is_filled_first_and_memory_is_respected() -> None:
+    pool = GpuPool(2, memory=10.0)
+    pool.place("h", 0.5, 2, memory=6.0)
+    specs = [TrialSpec("big", 5.0, memory=6.0), TrialSpec("small", 5.0, memory=3.0),
+             TrialSpec("x", 5.0, memory=3.0)]
+    starts, after = pair_probes(specs, pool, wanted=1)
+    assert len(starts) == 1
+    a = starts[0]
+    assert (a.gpus == (0,)) == (a.trial_id != "big")  # the big one does not fit beside h
 
 
 def _running(pool: GpuPool, spec: TrialSpec, width: float, priority: int) -> LiveTrial:

@@ -197,19 +197,49 @@ T = Tunables()
 
 
 def test_without_a_profile_equal_trials_use_every_gpu_and_probe_packing():
-    # FluidExecutor() defaults: 8 equal trials on 4 GPUs use every GPU, one trial each, never
-    # 8 packed on one GPU with three idle; ``probe_pairs`` of them start alone on a half GPU,
-    # hosts of a packing probe (measured alone first, beside a mate later).
+    # FluidExecutor() defaults: 8 equal trials on 4 GPUs use every GPU, never 8 packed on one
+    # GPU with three idle; ``probe_pairs`` pairs of them start packed, a pair to a GPU, beside
+    # trials alone (packing is measured across them).
     store, est, planner = _setup(gpus=4.0)
     assert (est.prior_alpha, est.prior_beta) == (T.prior_alpha, T.prior_beta)
     recs = _records(store, 8)
     plan(planner, lambda: recs, False)
     ready = [r for r in recs if r.phase is Phase.READY]
-    assert sorted(r.width for r in ready) == [0.5] * T.probe_pairs + [1.0] * (4 - T.probe_pairs)
+    pairs = 2 * T.probe_pairs
+    assert sorted(r.width for r in ready) == [0.5] * pairs + [1.0] * (4 - T.probe_pairs)
     assert all(r.probe == (r.width == 0.5) for r in ready)
-    used = [g for r in ready for g in planner.life.pool.where(r.trial_id)]
-    assert sorted(used) == [0, 1, 2, 3] and len(planner.life.queue) == 4
+    used = sorted(g for r in ready for g in planner.life.pool.where(r.trial_id))
+    assert used == sorted([0, 0, 1, 1, 2, 3]) and len(planner.life.queue) == 8 - len(ready)
     assert all(r.width == 1.0 for r in recs if r.phase is Phase.QUEUED)
+
+
+def _wave(est, recs, times, exposures):
+    """Each trial's first iteration: ``times[i]`` seconds beside ``exposures[i]`` others."""
+    for rec, t, x in zip(recs, times, exposures, strict=True):
+        est.observe(rec, t, now=100.0, width=1.0 / (1 + x), clean=True, exposure=x)
+
+
+@pytest.mark.parametrize(("packed", "decided", "c"), [(10.4, True, 2), (14.0, True, 1),
+                                                       (11.5, False, None)])
+def test_packing_measured_across_a_wave_decides_once_its_interval_does(packed, decided, c):
+    # Configurations differ (one-GPU times 9.6 to 10.4 s): three run alone, three packed in
+    # pairs; their iterations say alpha with an interval, from one iteration each.
+    store, est, planner = _setup(gpus=2.0)
+    recs = _records(store, 6, fresh_start=False)
+    for r in recs:
+        store.update(r, actual=1.0)
+    base = [9.6, 10.0, 10.4, 10.4, 9.6, 10.0]
+    _wave(est, recs, [b * (packed / 10.0 if k >= 3 else 1.0) for k, b in enumerate(base)],
+          [0.0] * 3 + [1.0] * 3)
+    low, high = est.packing_estimate.interval()
+    assert low <= packed / 10.0 * 1.05 and high >= packed / 10.0 / 1.05
+    assert est.packing_measured is decided
+    # undecided: probes go on, unless the estimate packs every fresh trial anyway
+    assert (planner.packing.wanted() == 0) is (decided or planner.specs.fresh_c() > 1)
+    if c is not None:
+        assert planner.specs.fresh_c() == c
+    # shrunk towards the prior by its precision: between the two, nearer the narrower
+    assert packed / 10.0 * 0.95 <= est.fresh_alpha < T.prior_alpha
 
 
 def test_a_measured_cheap_packing_is_used_and_a_costly_one_is_not():
@@ -225,27 +255,12 @@ def test_a_measured_cheap_packing_is_used_and_a_costly_one_is_not():
         store.update(rec, raw={1.0: deque([10.0] * 5), 0.5: deque([packed] * 5)})
         est.refine_overheads(rec)
     assert costly.own_alpha == (pytest.approx(1.8), 5)
-    # Two trials measured (``probe_pairs``): their median 1.425 is what an unmeasured trial
-    # gets, and each one's own is shrunk towards it in log space, worth one sample of the five.
-    assert est.packing_measured and est.fresh_alpha == pytest.approx(1.425)
-    assert est.alpha_of(cheap) == pytest.approx((1.05**5 * 1.425) ** (1 / 6))
+    # Two trials that disagree leave the experiment's alpha undecided, between their mean and
+    # the prior; each trial's own is shrunk towards it, worth one sample of the five.
+    assert not est.packing_measured and 1.375 < est.fresh_alpha < T.prior_alpha
+    assert est.alpha_of(cheap) == pytest.approx((1.05**5 * est.fresh_alpha) ** (1 / 6))
     assert est.alpha_of(cheap) < 1.2 < est.alpha_of(costly)
     assert planner.specs.spec(cheap).c == 2 and planner.specs.spec(costly).c == 1
-
-
-def test_one_measurement_that_says_packing_is_costly_ends_probing():
-    store, est, planner = _setup(gpus=1.0)
-    assert planner.packing.wanted() == T.probe_pairs
-    cheap, costly = _records(store, 2)
-    store.update(cheap, raw={1.0: deque([10.0] * 5), 0.5: deque([10.5] * 5)})
-    est.refine_overheads(cheap)  # one cheap measurement: one more trial is probed
-    assert not est.packing_measured and planner.packing.wanted() == T.probe_pairs - 1
-    store2, est2, planner2 = _setup(gpus=1.0)
-    (rec,) = _records(store2, 1)
-    store2.update(rec, raw={1.0: deque([10.0] * 5), 0.5: deque([14.0] * 5)})
-    est2.refine_overheads(rec)  # alpha_i 1.4: c_i of 1 under o_th
-    assert est2.packing_measured and est2.fresh_alpha == pytest.approx(1.4)
-    assert planner2.packing.wanted() == 0
 
 
 def test_one_gpu_time_of_a_trial_is_its_own_measured_time():

@@ -127,8 +127,9 @@ def test_a_plan_is_decisions_that_change_nothing_until_applied():
     # CPU trials: as many as the CPUs run at once (plain Tune's), on a cluster with GPUs too.
     (0.0, {"no_gpu": True, "cpus": 1.0}, 2, "on the CPUs"),
     (4.0, {"no_gpu": True, "cpus": 0.5}, 16, "on the CPUs"),
-    # One GPU each on 4 GPUs, packing unmeasured (c = 1): the GPUs run 4, so does plain Tune.
-    (4.0, {"asked": 1.0, "cpus": 0.5}, 4, "4 GPUs run"),
+    # One GPU each on 4 GPUs, packing unmeasured (c = 1): the GPUs run 4, so does plain Tune;
+    # and the packing probes, pairs beside them, until packing is measured.
+    (4.0, {"asked": 1.0, "cpus": 0.5}, 4 + 2 * Tunables().probe_pairs, "and 4 packing probes"),
     # Half a GPU each: plain Tune runs 8 at once, more than Fluid's own bound would allow.
     (4.0, {"asked": 0.5, "w_min": 0.5, "cpus": 0.25}, 8, "under plain Tune"),
 ])

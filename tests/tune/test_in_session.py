@@ -1,0 +1,59 @@
+"""Packing measured in session on 4 logical GPUs: no profile, trials of one iteration each (a
+SyncBOHB-like first bracket: the algorithm decides on each after its first iteration), whose
+packing costs what their modeled work says. Where it is cheap, packing starts with the first
+wave and the job ends sooner than under plain Tune; where it is costly, no later."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import ray
+
+from fluid import FluidExecutor, tune
+from fluid.train.modeled import modeled_trainable
+
+TRIALS = 16
+
+
+@pytest.fixture(scope="module")
+def ray4x4():
+    """One local Ray instance for this module: 4 CPUs, 4 logical GPUs."""
+    ray.init(address="local", num_cpus=4, num_gpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _packed_from(ex: FluidExecutor, trials) -> tuple[float, float, float]:
+    """When the job's first trial started, its first packed trial started, and its last ended
+    (from Fluid's shape timelines)."""
+    shapes = [s for t in trials for s in ex.shape_timeline(t.trial_id)]
+    packed = [at for at, width, _ in shapes if width and width < 1]
+    return (min(at for at, _, _ in shapes), min(packed, default=float("inf")),
+            max(at for at, _, _ in shapes))
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.6])
+def test_packing_follows_what_the_first_wave_measures(ray4x4, tmp_path, alpha) -> None:
+    trainable = ray.tune.with_resources(modeled_trainable, {"cpu": 0.1, "gpu": 1})
+    config = {"t1": 3.0, "iters": 1, "alpha": alpha, "n": tune.grid_search(list(range(TRIALS)))}
+    walls, runs = {}, {}
+    for name, ex in (("tune", None), ("fluid", FluidExecutor(cpus_per_trial=0.1))):
+        t0 = time.monotonic()
+        runs[name] = (tune.run(trainable, config=config, trial_executor=ex,
+                               storage_path=str(tmp_path / name), verbose=0), ex)
+        walls[name] = time.monotonic() - t0
+    for analysis, _ in runs.values():
+        assert all(t.status == "TERMINATED" for t in analysis.trials)
+        assert [len(analysis.trial_dataframes[t.trial_id]) for t in analysis.trials] == [1] * TRIALS
+    analysis, ex = runs["fluid"]
+    est = [e for e in ex.plan_log if e["kind"] == "estimate" and e["decided"]]
+    assert est, "the first wave's iterations never decided packing"
+    low, high = est[0]["ci95"]
+    assert low <= alpha * 1.1 and high >= alpha / 1.1, est[0]
+    start, packed, end = _packed_from(ex, analysis.trials)
+    if alpha < 1.2:
+        assert packed - start <= (end - start) / 3, (start, packed, end)
+        assert walls["fluid"] < walls["tune"], walls
+    else:
+        assert walls["fluid"] <= walls["tune"], walls
