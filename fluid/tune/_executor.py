@@ -305,8 +305,9 @@ class FluidExecutor(TrialScheduler):
         """The measurements to keep (``fluid_state.json``, Tune's scheduler checkpoint)."""
         return state_of(self._store, self.estimator)
 
-    alpha = property(lambda self: self.estimator.alpha, doc="``alpha``: the median of the "
-                     "trials' own measured ``alpha_i``, else the prior.")
+    alpha = property(lambda self: self.estimator.fresh_alpha, doc="``alpha``: the packing "
+                     "overhead of the experiment: as given (or a profile's), else estimated "
+                     "in session across its trials (the prior until they are measured).")
     beta = property(lambda self: self.estimator.beta, doc="``beta``: the median of the "
                     "trials' own measured ``beta_i``, else the prior.")
     eps = property(lambda self: self.estimator.eps, doc="``eps``: the resize cost in seconds, "

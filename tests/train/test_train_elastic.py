@@ -15,14 +15,6 @@ from .fluid_train_loops import ResizeAt, ResultLog, fit, gang, mlp_loop, packed
 ITERS = 6
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    # 4 logical CPUs so the three trials of `runs` (3.5 CPUs of bundles) run at once.
-    ray.init(address="local", num_cpus=4, num_gpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def _alive_workers() -> list[str]:
     """Names of live gang worker actors (named actors drop their name when they die)."""
     return sorted(
@@ -45,8 +37,9 @@ SHAPES = {"packed": packed(), "gang2": gang(2), "gang2_fail": gang(2)}
 
 
 @pytest.fixture(scope="module")
-def runs(ray_local, tmp_path_factory):
-    """Three trials at once (saves minutes of process start-up on a 2-core box): the
+def runs(ray4x4, tmp_path_factory):
+    """Three trials at once (saves minutes of process start-up on a 2-core box; ``ray4x4``'s
+    4 logical CPUs hold their 3.5 CPUs of bundles): the
     uninterrupted 1-worker reference, the same config on a 2-worker gang, and a gang
     whose rank 1 raises. Returns {case: (results in order, trial error)}."""
     log = ResultLog()
@@ -141,7 +134,7 @@ def test_resize_1_2_1_continues_without_repeats(reference, tmp_path):
 
 
 @pytest.mark.slow
-def test_killed_worker_fails_fast_and_retries_from_checkpoint(ray_local, tmp_path):
+def test_killed_worker_fails_fast_and_retries_from_checkpoint(ray4x4, tmp_path):
     killed_at: list[float] = []
     errors: list[str] = []
 

@@ -16,14 +16,6 @@ from fluid.train.modeled import modeled_trainable
 TRIALS = 16
 
 
-@pytest.fixture(scope="module")
-def ray4x4():
-    """One local Ray instance for this module: 4 CPUs, 4 logical GPUs."""
-    ray.init(address="local", num_cpus=4, num_gpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def _packed_from(ex: FluidExecutor, trials) -> tuple[float, float, float]:
     """When the job's first trial started, its first packed trial started, and its last ended
     (from Fluid's shape timelines)."""

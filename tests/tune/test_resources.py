@@ -12,7 +12,6 @@ import logging
 import time
 import types
 
-import pytest
 import ray
 from ray.tune.experimental.output import AirVerbosity, TuneTerminalReporter
 
@@ -22,14 +21,6 @@ from fluid.tune import _ray_compat as compat
 from tests.tune.trainables import modeled
 
 ITERS = 3
-
-
-@pytest.fixture(scope="module")
-def ray4x4():
-    """One local Ray instance for this module: 4 CPUs, 4 logical GPUs."""
-    ray.init(address="local", num_cpus=4, num_gpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _asking(resources: dict):
@@ -109,7 +100,7 @@ def test_a_one_gpu_request_is_packed_once_packing_is_measured_cheap(ray4x4, tmp_
                             config={"t": 1.0, "iters": 5, "n": tune.grid_search(list(range(12)))},
                             storage_path=str(tmp_path), verbose=1)
     assert all(t.status == "TERMINATED" for t in analysis.trials)
-    assert ex.estimator.packing_measured and ex.estimator.alpha < 1.2
+    assert ex.estimator.packing_measured and ex.alpha < 1.2
     probed = {t for t, r in ex.records.items() if r.probe}
     packed = [t.trial_id for t in analysis.trials if t.trial_id not in probed
               and min(analysis.trial_dataframes[t.trial_id]["gpus"]) < 1]
