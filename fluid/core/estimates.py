@@ -99,7 +99,8 @@ def exposure_slope(exposure: Sequence[float], times: Sequence[float],
     """
     if len(exposure) != len(times):
         raise ValueError(f"exposure and times differ in length: {len(exposure)} != {len(times)}")
-    if np.any(np.asarray(times, dtype=float) <= 0):
+    t = np.asarray(times, dtype=float)
+    if np.any(t <= 0):
         raise ValueError("times must be > 0 seconds")
     x = np.asarray(exposure, dtype=float)
     n = len(x)
@@ -107,15 +108,14 @@ def exposure_slope(exposure: Sequence[float], times: Sequence[float],
     if min(packed, n - packed) < 2:
         return None  # one trial on a side is its configuration's speed as much as packing's
     design = np.column_stack([np.ones(n), x, _informative(covariates, n)])
-    if np.linalg.matrix_rank(design) < design.shape[1]:  # collinear covariates: the slope and intercept alone
+    k = design.shape[1]
+    if np.linalg.matrix_rank(design) < k or n - k < k - 2:
+        # collinear covariates, or too few trials for them (each would eat a residual degree
+        # of freedom): the slope and intercept alone, which leave n - 2 >= 2
         design = design[:, :2]
-    if n - design.shape[1] < design.shape[1] - 2:
-        design = design[:, :2]  # too few trials for the covariates: each would eat a df
-    y = np.log(np.asarray(times, dtype=float))
+    y = np.log(t)
     coef = np.linalg.lstsq(design, y, rcond=None)[0]
-    df = n - design.shape[1]
-    if df < 1:
-        return None
+    df = n - design.shape[1]  # >= 1: two a side, and covariates only where n - k >= k - 2
     resid = y - design @ coef
     cov = np.linalg.pinv(design.T @ design) * float(resid @ resid) / df
     return LogEstimate(max(float(coef[1]), math.log(floor)), math.sqrt(max(cov[1, 1], 0.0)), n,

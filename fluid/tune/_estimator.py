@@ -1,9 +1,9 @@
 """Estimates from what trials report: ``alpha``, ``beta``, ``eps``, one-GPU iteration times, memory.
 
 * the experiment's ``alpha`` (``packing_estimate``): measured across trials from the first wave
-  on (``fluid.core.estimates``): each trial's latest iteration on one GPU, with how many other
-  trials computed beside it then (its *exposure*, ``Residency.exposure``), gives the slope of
-  ``log time`` on exposure (trials packed and alone differ in configuration, not only in
+  on (``fluid.core.estimates``): each trial's first iteration on one GPU (its second once it
+  has one: no warm-up), with how many other trials computed beside it then (its *exposure*,
+  ``Residency.exposure``), gives the slope of ``log time`` on exposure (trials packed and alone differ in configuration, not only in
   packing: the spread around the line is the interval); trials measured at two degrees
   themselves add their own ``alpha_i`` (within a trial, configuration cancels). The estimate,
   with its interval, is weighed against the prior (a profile's ``alpha`` or the conservative
@@ -76,8 +76,8 @@ class OverheadEstimator:
         # trial id -> ((alpha, beta, samples), median): every re-plan asks for the time of
         # every live trial, most of them unchanged since the last one.
         self._medians: dict[str, tuple[tuple, float]] = {}
-        # trial id -> (exposure, seconds, iterations seen, numbers of its config) of its latest
-        # iteration on one GPU
+        # trial id -> (exposure, seconds, iterations seen, numbers of its config) of its first
+        # iteration on one GPU, then its second
         self._exposed: dict[str, tuple[float, float, int, dict[str, float]]] = {}
         self._posterior: LogEstimate | None = None  # packing_estimate, until a sample changes
 
@@ -186,8 +186,8 @@ class OverheadEstimator:
         not ``clean`` when who computed beside it changed during it: the sample then counts at
         its share for its iteration time, not for its ``alpha_i``. ``exposure``: how many
         other trials computed beside it on its GPU, on average over the iteration (``None``:
-        not on one GPU); the trial's latest such iteration is its sample for
-        ``packing_estimate``.
+        not on one GPU); the trial's first such iteration, then its second, is its sample
+        for ``packing_estimate``.
 
         The first result after a resize measures ``eps`` instead (the time since the resize
         decision less that result's own ``time_this_iter_s``); the first of another start
@@ -250,7 +250,11 @@ class OverheadEstimator:
             fresh = self.fresh_alpha
             self._store.update(rec, own_alpha=own)
             self.alpha = statistics.median(self._store.own_alphas.values())
-            self._estimate_changed(fresh, rec)
+            self._posterior = None
+            if self.fresh_alpha != fresh:  # every trial's alpha_i rests on it: times too
+                for other in self._store.records.values():
+                    if other.samples and other is not rec:
+                        self.track(other)
         if betas:
             own = (max(1.0, statistics.median(b for b, _ in betas)), sum(n for _, n in betas))
             self._store.update(rec, own_beta=own)
@@ -265,20 +269,11 @@ class OverheadEstimator:
         time of measured trials follows a changed estimate as each trial's samples change
         (each new sample would otherwise revisit every trial)."""
         seen = self._exposed.get(rec.trial_id)
-        if self.alpha_given or (seen is not None and seen[2] > 1):
-            return
+        if self.alpha_given or not self.refine or (seen is not None and seen[2] > 1):
+            return  # packing_estimate is the prior then, whatever the samples
         numbers = seen[3] if seen is not None else _numbers(getattr(rec.trial, "config", None))
         self._exposed[rec.trial_id] = (exposure, dt, 1 if seen is None else 2, numbers)
         self._posterior = None
-
-    def _estimate_changed(self, fresh: float, rec: TrialRecord) -> None:
-        """A measurement of packing changed (``fresh``: ``fresh_alpha`` before it): when
-        ``fresh_alpha`` moved, every other trial's ``alpha_i`` rests on it: times too."""
-        self._posterior = None
-        if self.fresh_alpha != fresh:
-            for other in self._store.records.values():
-                if other.samples and other is not rec:
-                    self.track(other)
 
     def iteration_time(self, rec: TrialRecord) -> float:
         """Median one-GPU seconds per iteration: its own one-GPU times when it has some, else

@@ -26,13 +26,8 @@ Example:
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from fluid.core.tolerances import TIME_TOL
-
-#: Spans kept per GPU once ended: an iteration asked about overlaps only the trials that came
-#: and went on its GPU during it, far fewer in any plan (a GPU holds at most ``c_max`` at once).
-_ENDED_KEPT = 64
 
 
 class Residency:
@@ -42,9 +37,9 @@ class Residency:
         self._gpus: dict[str, tuple[int, ...]] = {}
         self._on: dict[int, set[str]] = {}
         self._since: dict[int, float] = {}
-        # gpu -> [trial id, computes from, until (None: still there)]: who computed beside an
-        # iteration, and for how much of it (``exposure``).
-        self._spans: dict[int, deque[list]] = {}
+        # gpu -> [trial id, computes from, until (None: still there), asked up to]: who
+        # computed beside an iteration, and for how much of it (``exposure``).
+        self._spans: dict[int, list[list]] = {}
 
     def arrive(self, trial_id: str, gpus: tuple[int, ...], now: float) -> None:
         """A trial was handed ``gpus`` at ``now`` (it computes only once it has started)."""
@@ -52,14 +47,14 @@ class Residency:
         self._gpus[trial_id] = gpus
         for g in gpus:
             self._on.setdefault(g, set()).add(trial_id)
-            self._spans.setdefault(g, deque()).append([trial_id, now, None])
+            self._spans.setdefault(g, []).append([trial_id, now, None, now])
         self._touch(gpus, now)
 
     def began(self, trial_id: str, at: float) -> None:
         """The trial's first iteration after it (re)started began at ``at``: it computes since."""
         gpus = self._gpus.get(trial_id, ())
         for span in self._open(trial_id, gpus):
-            span[1] = max(span[1], at)
+            span[1] = span[3] = max(span[1], at)
         self._touch(gpus, at)
 
     def leave(self, trial_id: str, now: float) -> None:
@@ -69,9 +64,12 @@ class Residency:
             span[2] = now
         for g in gpus:
             self._on[g].discard(trial_id)
+            # Only a trial on the GPU asks, about an iteration that began after the one it
+            # last asked about: spans that ended before the earliest of those overlap no
+            # question left.
             spans = self._spans[g]
-            while len(spans) > _ENDED_KEPT and spans[0][2] is not None:
-                spans.popleft()
+            first = min((s[3] for s in spans if s[2] is None), default=math.inf)
+            spans[:] = [s for s in spans if s[2] is None or s[2] >= first - TIME_TOL]
         self._touch(gpus, now)
 
     def _open(self, trial_id: str, gpus: tuple[int, ...]) -> list[list]:
@@ -81,12 +79,20 @@ class Residency:
         """How many other trials computed on the trial's GPU from ``start`` to ``end``, on
         average over that time (a trial there for half of it counts a half; one handed the
         GPU counts from then until its first iteration says when it began), ``None`` if the
-        trial is a gang or not placed, or the time is empty."""
+        trial is a gang or not placed, or the time is empty. Asked once per iteration, in
+        order: the trial's next iteration begins after this one did, so it asks about no time
+        before ``start`` again (what ``leave`` keeps; not ``end``: the driver learns of a
+        result after the trial began its next iteration)."""
         gpus = self._gpus.get(trial_id, ())
         if len(gpus) != 1 or not end > start:
             return None
-        shared = sum(max(0.0, min(end, until if until is not None else end) - max(start, since))
-                     for tid, since, until in self._spans.get(gpus[0], ()) if tid != trial_id)
+        shared = 0.0
+        for span in self._spans.get(gpus[0], ()):
+            tid, since, until, _ = span
+            if tid == trial_id:
+                span[3] = max(span[3], start)
+            else:
+                shared += max(0.0, min(end, until if until is not None else end) - max(start, since))
         return shared / (end - start)
 
     def degree(self, trial_id: str, start: float) -> int | None:

@@ -3,6 +3,8 @@ measures. No Ray instance needed."""
 
 from __future__ import annotations
 
+import pytest
+
 from fluid.tune._residency import Residency
 
 
@@ -34,3 +36,17 @@ def test_trials_on_other_gpus_and_gangs_measure_no_packing() -> None:
     assert r.degree("a", start=1.0) == 1  # b arrived on another GPU
     r.arrive("gang", (2, 3), now=0.0)
     assert r.degree("gang", start=1.0) is None
+
+
+def test_exposure_beside_a_long_trial_keeps_only_what_a_question_can_overlap():
+    # A long trial on GPU 0 reports every second while 200 short ones come and go beside it
+    # (each for half a second): its exposure stays a half, and what is kept does not grow.
+    r = Residency()
+    r.arrive("long", (0,), now=0.0)
+    r.began("long", at=0.0)
+    for i in range(200):
+        r.arrive(f"s{i}", (0,), now=i + 0.25)
+        r.began(f"s{i}", at=i + 0.25)
+        r.leave(f"s{i}", now=i + 0.75)
+        assert r.exposure("long", start=float(i), end=i + 1.0) == pytest.approx(0.5)
+    assert len(r._spans[0]) <= 3
