@@ -130,9 +130,10 @@ def run_examples(name: str, out_dir: Path, args: tuple[str, ...] = (),
     (their Ray clusters are separate; trials at once are counted in Tune, not in cores)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    # ray.init in this process (another test's cluster) leaves RAY_ADDRESS set: the example
-    # would connect to that cluster instead of starting its own.
-    env.pop("RAY_ADDRESS", None)
+    # The examples call a bare ray.init(), which joins the cluster named in RAY_ADDRESS or in
+    # /tmp/ray/ray_current_cluster (written by ray.cluster_utils.Cluster in another test, on
+    # another xdist worker, possibly gone by now): "local" makes each start its own.
+    env["RAY_ADDRESS"] = "local"
     procs = {}
     for mode in ("tune", "fluid"):
         (out_dir / mode).mkdir(parents=True, exist_ok=True)
