@@ -3,9 +3,10 @@
 * the experiment's ``alpha`` (``packing_estimate``): measured across trials from the first wave
   on (``fluid.core.estimates``): each trial's first iteration on one GPU (its second once it
   has one: no warm-up), with how many other trials computed beside it then (its *exposure*,
-  ``Residency.exposure``), gives the slope of ``log time`` on exposure (trials packed and alone differ in configuration, not only in
-  packing: the spread around the line is the interval); trials measured at two degrees
-  themselves add their own ``alpha_i`` (within a trial, configuration cancels). The estimate,
+  ``Residency.exposure``), gives the slope of ``log time`` on exposure (trials packed and
+  alone differ in configuration, not only in packing: the spread around the line is the
+  interval); trials measured at two degrees themselves add their own ``alpha_i`` (within a
+  trial, configuration cancels). The estimate,
   with its interval, is weighed against the prior (a profile's ``alpha`` or the conservative
   ``Tunables.prior_alpha``, with spread ``prior_alpha_spread``) by precision;
 * per trial ``alpha_i`` / ``beta_i``: the experiment's (``fresh_alpha``; the prior ``beta``)

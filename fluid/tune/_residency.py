@@ -92,7 +92,8 @@ class Residency:
             if tid == trial_id:
                 span[3] = max(span[3], start)
             else:
-                shared += max(0.0, min(end, until if until is not None else end) - max(start, since))
+                last = until if until is not None else end
+                shared += max(0.0, min(end, last) - max(start, since))
         return shared / (end - start)
 
     def degree(self, trial_id: str, start: float) -> int | None:

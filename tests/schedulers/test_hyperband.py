@@ -32,7 +32,6 @@ def test_names_do_not_depend_on_what_ran_before():
     assert keep and _declared(HyperBandScheduler, 40) == first
 
 
-
 class _Controller:
     """What Ray's HyperBand asks of the Tune controller when it halves a rung: stopping a
     paused trial removes it from the scheduler, as ``TuneController.stop_trial`` does."""
