@@ -5,10 +5,10 @@
   has one: no warm-up), with how many other trials computed beside it then (its *exposure*,
   ``Residency.exposure``), gives the slope of ``log time`` on exposure (trials packed and
   alone differ in configuration, not only in packing: the spread around the line is the
-  interval); trials measured at two degrees themselves add their own ``alpha_i`` (within a
-  trial, configuration cancels). The estimate,
-  with its interval, is weighed against the prior (a profile's ``alpha`` or the conservative
-  ``Tunables.prior_alpha``, with spread ``prior_alpha_spread``) by precision;
+  interval); trials measured at two degrees themselves whose first iterations were not on one
+  GPU (a gang first) add their own ``alpha_i`` (within a trial, configuration cancels). The
+  estimate, with its interval, is weighed against the prior (a profile's ``alpha`` or the
+  conservative ``Tunables.prior_alpha``, with spread ``prior_alpha_spread``) by precision;
 * per trial ``alpha_i`` / ``beta_i``: the experiment's (``fresh_alpha``; the prior ``beta``)
   sharpened by the trial's own ``time_this_iter_s`` at the widths it ran (a share ``1/p``
   against one GPU gives ``alpha_i``, a gang of ``w`` against one GPU gives ``beta_i``, no
@@ -106,12 +106,15 @@ class OverheadEstimator:
             if self.alpha_given or not self.refine:
                 self._posterior = prior
             else:
-                own = self._store.own_alphas
-                across = [v for tid, v in self._exposed.items() if tid not in own]
+                # A trial's own alpha_i counts only where it has no exposure sample: both
+                # rest on its first iterations, which would count twice.
+                across = list(self._exposed.values())
+                own = [a for tid, a in self._store.own_alphas.items()
+                       if tid not in self._exposed]
                 measured = combine([
                     exposure_slope([v[0] for v in across], [v[1] for v in across],
                                    _covariates([v[3] for v in across])),
-                    mean_of_logs(list(own.values()))])
+                    mean_of_logs(own)])
                 self._posterior = shrink(prior, measured)
         return self._posterior
 

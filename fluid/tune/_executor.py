@@ -353,8 +353,11 @@ class FluidExecutor(TrialScheduler):
 
     @property
     def plan_log(self) -> list[dict[str, Any]]:
-        """Every plan and cluster change: ``{"time", "kind", "group", "widths"[, "gpus"]}``; kinds
-        ``static``, ``dynamic``, ``probe`` (a gang probe on idle GPUs) and ``cluster``."""
+        """Every plan and cluster change: ``{"time", "kind", "group", "widths", ...}``; kinds
+        ``static``, ``dynamic``, ``probe`` (a packing probe, or a gang probe on idle GPUs),
+        ``cluster`` (with ``gpus``), ``estimate`` (the packing estimate: ``alpha``, ``ci95``,
+        ``samples``, ``decided``) and ``packing`` (how many trials a fresh one shares a GPU
+        with changed: ``c``, and whether the estimate ``decided`` it)."""
         return self._planner.plan_log
 
     def shape_timeline(self, trial_id: str) -> list[tuple[float, float | None, tuple[int, ...]]]:

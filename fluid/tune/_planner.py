@@ -339,6 +339,9 @@ class Planner:
         life = self.life
         if not changed or life.pool is None:
             return
+        self.plan_log.append({"time": self._clock(), "kind": "packing", "group": None,
+                              "widths": {}, "c": c,
+                              "decided": self._estimator.packing_measured})
         self.specs.recompute_all()
         queued = [self._store[i] for i in life.queue]
         if queued:

@@ -47,3 +47,30 @@ def test_mean_iteration_time_equals_statistics_mean_over_the_book():
         want = statistics.mean(known) if known else est.default_iteration_time
         unmeasured = TrialRecord(fake_trial("new", Trial.RUNNING), 0, 20)
         assert est.iteration_time(unmeasured) == want, step
+
+
+def test_a_trial_measured_at_two_widths_keeps_its_share_of_the_packing_estimate():
+    # Six trials' first iterations decide that packing is free (three alone, three packed
+    # in pairs); then the packed ones also run alone, each gaining its own alpha_i. Those
+    # rest on the same first iterations: the estimate keeps every trial's sample (it must
+    # not fall back towards the prior as trials are measured better).
+    store = TrialStore()
+    est = new_estimator(store, Tunables())
+    recs = [TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), 0, 20, fresh_start=False)
+            for i in range(6)]
+    for rec in recs:
+        store.add(rec)
+        est.track(rec)
+    base = [9.8, 10.0, 10.2, 9.9, 10.1, 10.0]
+    for step in range(2):
+        for k, (rec, t) in enumerate(zip(recs, base, strict=True)):
+            packed = k >= 3
+            est.observe(rec, t * (1.01 if packed else 1.0), now=10.0 * step,
+                        width=0.5 if packed else 1.0, clean=True, exposure=float(packed))
+    decided = est.packing_estimate
+    assert est.packing_measured and decided.n == 6, decided
+    for k, rec in enumerate(recs[3:], start=3):
+        est.observe(rec, base[k] * (1.0 + 0.002 * k), now=30.0, width=1.0, clean=True,
+                    exposure=None)
+        assert rec.trial_id in store.own_alphas
+        assert est.packing_measured and est.packing_estimate.n >= decided.n, est.packing_estimate
