@@ -81,8 +81,11 @@ def exposure_slope(exposure: Sequence[float], times: Sequence[float],
     number of other trials computing beside each on its GPU): the least-squares slope of
     ``log time`` on exposure, its standard error from the residuals. ``covariates`` (a row per
     time: what the trials' configurations say of their speed, e.g. log batch size) enter the
-    fit where the residuals keep at least as many degrees of freedom as they take: a
-    configuration's own speed then no longer counts as noise, and the interval narrows.
+    fit one at a time, the one that explains most of what is left first, and the fit whose
+    slope is narrowest is kept: a configuration's own speed then no longer counts as noise.
+    Each covariate examined counts against the residuals' degrees of freedom, taken or not
+    (chosen on those very residuals, they would otherwise narrow the interval below 95%), so
+    covariates are examined only where that leaves two degrees of freedom at least.
     ``None`` where the data cannot say: fewer than two trials mostly packed (exposure above a
     half) or two mostly alone (the spread of one side is then unknown: a single trial there
     would pass its configuration's speed for packing's). The value is at least ``floor``
@@ -107,19 +110,35 @@ def exposure_slope(exposure: Sequence[float], times: Sequence[float],
     packed = int(np.sum(x > 0.5))
     if min(packed, n - packed) < 2:
         return None  # one trial on a side is its configuration's speed as much as packing's
-    design = np.column_stack([np.ones(n), x, _informative(covariates, n)])
-    k = design.shape[1]
-    if np.linalg.matrix_rank(design) < k or n - k < k - 2:
-        # collinear covariates, or too few trials for them (each would eat a residual degree
-        # of freedom): the slope and intercept alone, which leave n - 2 >= 2
-        design = design[:, :2]
     y = np.log(t)
+    design, z = np.column_stack([np.ones(n), x]), _informative(covariates, n)
+    # Without two degrees of freedom left after every covariate: the slope and intercept alone
+    # (which leave n - 2 >= 2: two trials a side).
+    df = n - 2 - z.shape[1]
+    if df < 2:
+        z, df = z[:, :0], n - 2
+    slope, var, _ = _fit(design, y)
+    left = list(range(z.shape[1]))
+    while left:  # the one that explains most of what is left first; the narrowest slope kept
+        fits = {j: _fit(np.column_stack([design, z[:, j]]), y) for j in left}
+        j = min(fits, key=lambda i: fits[i][2])
+        left.remove(j)
+        if np.linalg.matrix_rank(np.column_stack([design, z[:, j]])) <= design.shape[1]:
+            continue  # collinear with those taken
+        design = np.column_stack([design, z[:, j]])
+        if fits[j][1] < var:
+            slope, var, _ = fits[j]
+    return LogEstimate(max(slope, math.log(floor)), math.sqrt(var / df), n, df)
+
+
+def _fit(design: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """Least squares of ``y`` on ``design`` (intercept, exposure, covariates): the exposure's
+    coefficient, its variance per unit of residual variance times the residual sum of
+    squares (the variance once divided by the degrees of freedom), and that sum."""
     coef = np.linalg.lstsq(design, y, rcond=None)[0]
-    df = n - design.shape[1]  # >= 1: two a side, and covariates only where n - k >= k - 2
     resid = y - design @ coef
-    cov = np.linalg.pinv(design.T @ design) * float(resid @ resid) / df
-    return LogEstimate(max(float(coef[1]), math.log(floor)), math.sqrt(max(cov[1, 1], 0.0)), n,
-                       df)
+    rss = float(resid @ resid)
+    return float(coef[1]), max(float(np.linalg.pinv(design.T @ design)[1, 1]), 0.0) * rss, rss
 
 
 def _informative(covariates: Sequence[Sequence[float]] | None, n: int) -> np.ndarray:

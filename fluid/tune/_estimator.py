@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 from collections import deque
 from typing import Any
@@ -369,7 +370,8 @@ def _numbers(config: Any, prefix: str = "") -> dict[str, float]:
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.update(_numbers(value, f"{name}/"))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        elif (isinstance(value, numbers.Real) and not isinstance(value, bool)
+              and math.isfinite(value)):  # numpy's too (a ConfigSpace searcher's choices)
             out[name] = float(value)
     return out
 

@@ -101,3 +101,36 @@ def test_covariates_that_would_eat_the_residuals_are_left_out() -> None:
     assert exposure_slope(x, t, [[1, 2, 3], [2, 1, 3], [3, 3, 1], [1, 1, 1]]) == alone
     assert exposure_slope(x, t, [[5], [5], [5], [5]]) == alone  # a constant says nothing
     assert exposure_slope(x, t, [[0], [1], [0], [1]]) == alone  # collinear with exposure
+
+
+def _configured_wave(n: int, relevant: int, rng: np.random.Generator):
+    """``n`` trials, four packed at alpha 1.3, seven config numbers of which the first
+    ``relevant`` set the one-GPU time (the others say nothing of it)."""
+    x = np.array([1.0] * 4 + [0.0] * (n - 4))
+    z = rng.normal(size=(n, 7))
+    log_t = 0.8 * z[:, :relevant].sum(axis=1) + math.log(1.3) * x + rng.normal(0, 0.1, n)
+    return list(x), [float(v) for v in np.exp(log_t)], z.tolist()
+
+
+@pytest.mark.parametrize(("n", "relevant"), [(12, 0), (12, 2), (16, 3), (40, 3)])
+def test_covariates_chosen_on_the_residuals_keep_the_interval_honest(n, relevant) -> None:
+    # Which config numbers explain the times is chosen on the same residuals the interval
+    # rests on: with seven to choose from and a dozen trials, it still covers about 95%.
+    rng = np.random.default_rng(n + relevant)
+    covered = 0
+    for _ in range(300):
+        low, high = exposure_slope(*_configured_wave(n, relevant, rng)).interval()
+        covered += low <= 1.3 <= high
+    assert covered >= 0.9 * 300
+
+
+def test_the_covariates_that_matter_enter_before_all_of_them_fit() -> None:
+    # Twelve trials cannot fit seven covariates beside two degrees of freedom per covariate,
+    # but the two that set the times enter: the interval is a fraction of the plain fit's.
+    rng = np.random.default_rng(1)
+    x, t, z = _configured_wave(12, 2, rng)
+    plain, adjusted = exposure_slope(x, t), exposure_slope(x, t, z)
+    assert adjusted.df == 12 - 2 - 7
+    low, high = adjusted.interval()
+    assert low < 1.3 < high and high / low < 2.0
+    assert adjusted.se < plain.se / 3
