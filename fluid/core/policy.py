@@ -74,7 +74,8 @@ class TrialFacts:
         asked: GPUs its own placement group asked for (0: none).
         own_request: it runs in its own placement group at ``w_min`` (not elastic).
         runs_to_end: its budget reaches its own stop (no rung decides on it again).
-        probe: it is packed to measure packing (``pair_probes``) while that is undecided.
+        probe: it is packed to measure packing (``pair_probes``) while that is undecided
+            and until the estimate has what it takes from it (two of its iterations).
         packing_measured: the experiment's packing cost is measured on this hardware (a
             profile, a given ``alpha``, or an in-session estimate whose interval decides
             packing), so its ``alpha`` is a measurement, not the conservative prior.

@@ -266,6 +266,12 @@ class OverheadEstimator:
             self.beta = statistics.median(self._store.own_betas.values())
         self.track(rec)  # one-GPU times depend on alpha and beta
 
+    def sampled(self, rec: TrialRecord) -> bool:
+        """Whether ``packing_estimate`` has all it takes from the trial (its second
+        iteration on one GPU): a packing probe then has measured what it was packed for."""
+        seen = self._exposed.get(rec.trial_id)
+        return seen is not None and seen[2] > 1
+
     def _expose(self, rec: TrialRecord, exposure: float, dt: float) -> None:
         """Take a trial's iteration at ``exposure`` into ``packing_estimate``: its first, then
         its second in its place (the first of a start carries its warm-up, which packing does

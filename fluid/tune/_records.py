@@ -126,7 +126,7 @@ class TrialRecord:
     own_beta: tuple[float, int] | None = None  # (its own beta_i, samples it rests on)
     priority: int = 0  # what the algorithm waits on: > 0 never packed (a promoted trial)
     budget_resizes: int = 0  # resizes since its budget (rung) last changed
-    probe: bool = False  # packed to measure packing (``_probes``) until its alpha_i is
+    probe: bool = False  # started packed to measure packing (``_probes``)
     extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
     # runs a Ray Train trainer: width = its workers (``_train_trials``)
     ray_train: bool = False

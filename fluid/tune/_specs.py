@@ -143,7 +143,8 @@ class SpecCache:
             elastic=rec.elastic, priority=rec.priority, min_share=rec.min_share,
             w_min=rec.w_min, keeps_shape=self.keeps_shape(rec), asked=rec.asked,
             own_request=rec.request is not None, runs_to_end=self._runs_to_end(rec),
-            probe=rec.probe, packing_measured=self._estimator.packing_measured,
+            probe=rec.probe and not self._estimator.sampled(rec),
+            packing_measured=self._estimator.packing_measured,
             ray_train=rec.ray_train, w_max=rec.w_max, throughput_only=self.throughput_only())
 
     def throughput_only(self) -> bool:

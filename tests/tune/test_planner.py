@@ -213,6 +213,23 @@ def test_without_a_profile_equal_trials_use_every_gpu_and_probe_packing():
     assert all(r.width == 1.0 for r in recs if r.phase is Phase.QUEUED)
 
 
+def test_a_probe_that_gave_its_samples_is_packed_only_as_the_estimate_says():
+    # A probe is packed to measure packing; once the estimate has its two iterations it is
+    # an ordinary trial: with the estimate undecided and not packing a fresh trial, its c_i is
+    # 1 (it leaves its share for a GPU that frees up), where a probe's is 2.
+    store, est, planner = _setup(gpus=4.0)
+    recs = _records(store, 8)
+    plan(planner, lambda: recs, False)
+    probe = next(r for r in recs if r.probe)
+    assert planner.specs.spec(probe).c == 2
+    store.update(probe, fresh_start=False)
+    for now in (10.0, 20.0):
+        assert not est.sampled(probe)
+        est.observe(probe, 10.0, now=now, width=0.5, clean=True, exposure=1.0)
+    assert est.sampled(probe) and not est.packing_measured
+    assert planner.specs.spec(probe).c == planner.specs.fresh_c() == 1
+
+
 def _wave(est, recs, times, exposures):
     """Each trial's first iteration: ``times[i]`` seconds beside ``exposures[i]`` others."""
     for rec, t, x in zip(recs, times, exposures, strict=True):
