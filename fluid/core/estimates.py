@@ -133,8 +133,8 @@ def exposure_slope(exposure: Sequence[float], times: Sequence[float],
 
 def _fit(design: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     """Least squares of ``y`` on ``design`` (intercept, exposure, covariates): the exposure's
-    coefficient, its variance per unit of residual variance times the residual sum of
-    squares (the variance once divided by the degrees of freedom), and that sum."""
+    coefficient, ``(X'X)^-1`` at it times the residual sum of squares (the coefficient's
+    variance once divided by the degrees of freedom), and that sum."""
     coef = np.linalg.lstsq(design, y, rcond=None)[0]
     resid = y - design @ coef
     rss = float(resid @ resid)
