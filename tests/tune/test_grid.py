@@ -96,7 +96,6 @@ def test_the_long_trial_gets_gpus_and_only_probes_are_packed_unmeasured(ray4, tm
                      for start, w, _ in ex.shape_timeline(t.trial_id) if w and w < 1
                      and start < packs]
     assert not packed_before, (packed_before, packs, widths)
-    assert any(e["kind"] == "estimate" and e["decided"] for e in ex.plan_log), ex.plan_log
     assert len(probes) <= 2 * ex.tunables.probe_pairs, probes
     long = next(t for t in analysis.trials if t.config["t"] == 0.6)
     assert max(widths[0.6]) >= 2, (widths[0.6], ex.shape_timeline(long.trial_id), ex.plan_log)
