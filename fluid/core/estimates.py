@@ -120,12 +120,13 @@ def exposure_slope(exposure: Sequence[float], times: Sequence[float],
     slope, var, _ = _fit(design, y)
     left = list(range(z.shape[1]))
     while left:  # the one that explains most of what is left first; the narrowest slope kept
-        fits = {j: _fit(np.column_stack([design, z[:, j]]), y) for j in left}
+        wider = {j: np.column_stack([design, z[:, j]]) for j in left}
+        fits = {j: _fit(d, y) for j, d in wider.items()}
         j = min(fits, key=lambda i: fits[i][2])
         left.remove(j)
-        if np.linalg.matrix_rank(np.column_stack([design, z[:, j]])) <= design.shape[1]:
+        if np.linalg.matrix_rank(wider[j]) <= design.shape[1]:
             continue  # collinear with those taken
-        design = np.column_stack([design, z[:, j]])
+        design = wider[j]
         if fits[j][1] < var:
             slope, var, _ = fits[j]
     return LogEstimate(max(slope, math.log(floor)), math.sqrt(var / df), n, df)

@@ -279,9 +279,9 @@ class OverheadEstimator:
         decision on a few trials is then revised by the many that follow. The mean one-GPU
         time of measured trials follows a changed estimate as each trial's samples change
         (each new sample would otherwise revisit every trial)."""
-        seen = self._exposed.get(rec.trial_id)
-        if self.alpha_given or not self.refine or (seen is not None and seen[2] > 1):
+        if self.alpha_given or not self.refine or self.sampled(rec):
             return  # packing_estimate is the prior then, whatever the samples
+        seen = self._exposed.get(rec.trial_id)
         numbers = seen[3] if seen is not None else _numbers(getattr(rec.trial, "config", None))
         self._exposed[rec.trial_id] = (exposure, dt, 1 if seen is None else 2, numbers)
         self._posterior = None
