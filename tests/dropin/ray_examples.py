@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -28,8 +27,9 @@ from typing import Any
 
 import ray.tune.examples
 
+from tests.side_by_side import run_at_once
+
 EXAMPLES = Path(ray.tune.examples.__file__).parent
-_ROOT = Path(__file__).resolve().parents[2]
 #: Trials running at once for this long in all under plain Tune must also run at once under
 #: Fluid. A shorter level is a race between actor starts: in one run of BOHB's example, plain
 #: Tune's 4 at once lasted 1.6 s of 96 s (1 or 2 at once: 17.5 s).
@@ -128,33 +128,18 @@ def run_examples(name: str, out_dir: Path, args: tuple[str, ...] = (),
     """Run Ray's example ``name`` (its file's stem) as shipped and with its scheduler wrapped,
     each in a new process, both at once: whatever else loads the machine loads both alike
     (their Ray clusters are separate; trials at once are counted in Tune, not in cores)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    # The examples call a bare ray.init(), which joins the cluster named in RAY_ADDRESS or in
-    # /tmp/ray/ray_current_cluster (written by ray.cluster_utils.Cluster in another test, on
-    # another xdist worker, possibly gone by now): "local" makes each start its own.
-    env["RAY_ADDRESS"] = "local"
-    procs = {}
+    commands = {}
     for mode in ("tune", "fluid"):
         (out_dir / mode).mkdir(parents=True, exist_ok=True)
-        out = out_dir / mode / f"{name}.json"
-        procs[mode] = (out, subprocess.Popen(
-            [sys.executable, "-m", "tests.dropin.ray_examples", name, mode, str(out), "--",
-             *args], cwd=out.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True))
-    deadline = time.monotonic() + timeout_s
-    runs = []
-    for out, proc in procs.values():
-        try:
-            log, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            log = proc.communicate()[0] + f"\n(killed after {timeout_s:g} s)"
-        runs.append(_read(out, proc.returncode, log[-8000:]))
+        commands[mode] = (["-m", "tests.dropin.ray_examples", name, mode,
+                           str(out_dir / mode / f"{name}.json"), "--", *args], out_dir / mode)
+    done = run_at_once(commands, timeout_s)
+    runs = [_read(out_dir / mode / f"{name}.json", *done[mode]) for mode in commands]
     return runs[0], runs[1]
 
 
 def _read(out: Path, returncode: int, log: str) -> ExampleRun:
+    log = log[-8000:]
     if not out.exists():
         return ExampleRun(returncode, 0.0, {}, {}, 0, [], log)
     data = json.loads(out.read_text())

@@ -9,7 +9,6 @@ trials than the CPUs allow; plan changes are printed one line each, at Tune's ve
 from __future__ import annotations
 
 import logging
-import time
 import types
 
 import ray
@@ -18,6 +17,7 @@ from ray.tune.experimental.output import AirVerbosity, TuneTerminalReporter
 from fluid import FluidExecutor, tune
 from fluid.tune import _plan_lines as plan_lines
 from fluid.tune import _ray_compat as compat
+from tests.tune.grid_run import run_both
 from tests.tune.trainables import modeled
 
 ITERS = 3
@@ -110,53 +110,33 @@ def test_a_one_gpu_request_is_packed_once_packing_is_measured_cheap(ray4x4, tmp_
     assert len(said) == 1 and "resize_requests=False" in said[0]  # one line per experiment
 
 
-def test_a_one_gpu_script_under_fluid_ends_sooner_than_under_plain_tune(ray4x4, tmp_path):
+def test_a_one_gpu_script_under_fluid_ends_sooner_than_under_plain_tune(tmp_path):
     """The typical script, ``with_resources(train, {"gpu": 1})``, no Fluid option: Fluid
     measures packing on its first trials, packs the rest, and the run ends sooner than plain
-    Tune's (one trial per GPU) with the same trials and the same results."""
-    trainable = _asking({"cpu": 0.1, "gpu": 1})
-    # 2 s iterations: what packing saves (a wave of 10 s) outweighs what trial starts cost on a
-    # 2-core machine whose other test worker is busy (1 s iterations lost once: 29.5 s vs 26.7 s).
-    config = {"t": 2.0, "iters": 5, "n": tune.grid_search(list(range(12)))}
-    walls, analyses = {}, {}
-    for name, executor in (("tune", None), ("fluid", FluidExecutor(cpus_per_trial=0.1))):
-        t0 = time.monotonic()
-        analyses[name] = tune.run(trainable, config=config, trial_executor=executor,
-                                  storage_path=str(tmp_path / name), verbose=0)
-        walls[name] = time.monotonic() - t0
-    for analysis in analyses.values():
-        assert all(t.status == "TERMINATED" for t in analysis.trials)
-        assert sorted(len(analysis.trial_dataframes[t.trial_id]) for t in analysis.trials) == [5] * 12
-    assert min(_gpus_seen(analyses["fluid"])) < 1, "Fluid never packed the one-GPU requests"
-    assert walls["fluid"] < walls["tune"], walls
+    Tune's (one trial per GPU) with the same trials and the same results. Side by side under
+    one load (``tests.tune.grid_run``)."""
+    runs = run_both(tmp_path, {"trainable": "ordinary", "trials": 12,
+                               "config": {"t": 2.0, "iters": 5}})
+    for run in runs.values():
+        assert run["status"] == ["TERMINATED"] * 12 and run["rows"] == [5] * 12
+    assert min(runs["fluid"]["least_gpus"]) < 1, "Fluid never packed the one-GPU requests"
+    assert runs["fluid"]["wall_s"] < runs["tune"]["wall_s"], {m: r["wall_s"] for m, r in runs.items()}
 
 
-def test_a_grid_of_cheap_packing_packs_after_its_first_wave_and_ends_sooner(ray4x4, tmp_path):
+def test_a_grid_of_cheap_packing_packs_after_its_first_wave_and_ends_sooner(tmp_path):
     """A grid under FIFO: its answer comes with its last trial. Packing costs each trial 1.25x
     (a pair runs 1.6x one trial's throughput, too costly to pack a trial that may reach a
     target): the first wave runs alone as under plain Tune, the rest packs, and the grid
-    ends sooner."""
-    from fluid.train.modeled import modeled_trainable
-
-    trainable = ray.tune.with_resources(modeled_trainable, {"cpu": 0.1, "gpu": 1})
-    # 16 s trials: packing saves 0.75 of a wave (12 s) and plain Tune's waves reuse their actors
-    # while Fluid's packed wave starts 8 fresh ones: on 2 cores beside another test worker's
-    # Ray run those starts took 12 s once (8 s trials lost: 46.7 s against 34.8 s).
-    config = {"t1": 2.0, "iters": 8, "alpha": 1.25, "n": tune.grid_search(list(range(12)))}
-    walls, analyses = {}, {}
-    for name, executor in (("tune", None),
-                           ("fluid", FluidExecutor(alpha=1.25, cpus_per_trial=0.1))):
-        t0 = time.monotonic()
-        analyses[name] = tune.run(trainable, config=config, trial_executor=executor,
-                                  storage_path=str(tmp_path / name), verbose=0)
-        walls[name] = time.monotonic() - t0
-    for analysis in analyses.values():
-        assert sorted(len(analysis.trial_dataframes[t.trial_id]) for t in analysis.trials) == [8] * 12
-    trials = analyses["fluid"].trials
-    least = [min(analyses["fluid"].trial_dataframes[t.trial_id]["gpus"]) for t in trials]
+    ends sooner. Side by side under one load (``tests.tune.grid_run``)."""
+    runs = run_both(tmp_path, {"trainable": "modeled_trainable", "trials": 12,
+                               "config": {"t1": 2.0, "iters": 8, "alpha": 1.25},
+                               "fluid": {"alpha": 1.25}})
+    for run in runs.values():
+        assert run["status"] == ["TERMINATED"] * 12 and run["rows"] == [8] * 12
+    least = runs["fluid"]["least_gpus"]
     assert least[:4] == [1.0] * 4, least  # the first wave, one GPU each
     assert min(least[4:]) == 0.5, least
-    assert walls["fluid"] < walls["tune"], walls
+    assert runs["fluid"]["wall_s"] < runs["tune"]["wall_s"], {m: r["wall_s"] for m, r in runs.items()}
 
 
 def test_resize_requests_opt_in_resizes_and_warns(ray4x4, tmp_path, caplog):
