@@ -2,8 +2,8 @@
 SyncBOHB-like first bracket: the algorithm decides on each after its first iteration), whose
 packing costs what their modeled work says. Where it is cheap, packing starts with the first
 wave and the job ends sooner than under plain Tune; where it is costly, the estimate decides
-against packing after only the probes packed. Plain Tune and Fluid run side by side under one
-load (``tests.tune.grid_run``)."""
+against packing after only the probes packed, and the job ends no later than under plain Tune.
+Plain Tune and Fluid run side by side under one load (``tests.tune.grid_run``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from tests.tune.grid_run import run_both
 
 
 # Cheap packing saves a third of the waves: 24 trials of 4 s run in 6 waves alone, about 4
-# packed. Costly packing costs the probes' pairs.
+# packed. Costly packing costs the probes' pairs, which the grid's throughput packing
+# (once trials end) makes up.
 @pytest.mark.parametrize(("alpha", "trials", "t1"), [(1.05, 24, 4.0), (1.6, 16, 3.0)])
 def test_packing_follows_what_the_first_wave_measures(tmp_path, alpha, trials, t1) -> None:
     runs = run_both(tmp_path, {"trainable": "modeled_trainable", "trials": trials,
@@ -27,13 +28,14 @@ def test_packing_follows_what_the_first_wave_measures(tmp_path, alpha, trials, t
     low, high = est[0]["ci95"]
     assert low <= alpha * 1.1 and high >= alpha / 1.1, est[0]
     start, packed, end = fluid["start"], fluid["packed"], fluid["end"]
+    walls = {m: r["wall_s"] for m, r in runs.items()}
     if alpha < 1.2:
         assert packed is not None and packed - start <= (end - start) / 3, (start, packed, end)
-        assert fluid["wall_s"] < runs["tune"]["wall_s"], {m: r["wall_s"] for m, r in runs.items()}
+        assert walls["fluid"] < walls["tune"], walls
     else:
         # Decided against packing a trial that may reach a target, after at most the probe
-        # pairs ran packed (a grid's later trials may still pack for throughput once one
-        # ended). No wall-clock bound: on 16 trials of one wave each the probes delay a wave,
-        # and Fluid's extra actor starts weigh what 2 shared cores allow; plain Tune's time is
-        # not met here (the issue's acceptance), and how far is a benchmark's question.
+        # pairs ran packed. A grid's later trials may still pack for throughput once one
+        # ended (a pair at 1.6x still runs 1.25x one trial's throughput): that, not the
+        # probes, is why Fluid may end sooner here.
         assert est[0]["alpha"] > 1.2 and fluid["probes"] <= 2 * fluid["probe_pairs"], est[0]
+        assert walls["fluid"] <= walls["tune"], walls
