@@ -8,7 +8,13 @@ import pytest
 
 from fluid.sim import packing_refs
 from fluid.sim.truth import PerfParams
-from fluid.sim.validate import load, packing_points, scaling_points, scaling_summary
+from fluid.sim.validate import (
+    load,
+    packing_points,
+    paper_consistent_range,
+    scaling_points,
+    scaling_summary,
+)
 
 
 def test_every_reference_point_carries_its_source():
@@ -21,6 +27,25 @@ def test_every_reference_point_carries_its_source():
     t2 = load("table2")
     assert [r["workers"] for r in t2["rows"]] == [2, 4, 8, 16, 32]
     assert t2["source"]["citation"]
+
+
+def test_one_work_run_in_waves_stays_in_the_range_its_neighbours_allow():
+    """Successive halving of equal trials (81, 27, 9, 3 trials of 1, 2, 6, 18 epochs) on 2..32
+    workers: every row within its neighbours' range; the paper's 8 and 16 rows are not."""
+    rows = []
+    for n in (2, 4, 8, 16, 32):
+        runtime = sum(-(-k // n) * e for k, e in ((81, 1), (27, 2), (9, 6), (3, 18)))
+        rows.append({"workers": n, "utilization": 243 / (n * runtime), "runtime_s": runtime})
+    ranges = paper_consistent_range(rows)
+    assert all(low <= r["utilization"] <= high for r, (low, high) in zip(rows, ranges, strict=True))
+    assert ranges[0][1] == 1.0 and ranges[-1][0] == 0.0  # no neighbour: no bound
+    paper = load("table2")["rows"]
+    outside = [r["workers"] for r, (low, high) in zip(paper, paper_consistent_range(paper),
+                                                          strict=True)
+               if not low <= r["utilization"] <= high]
+    assert outside == [8, 16]
+    low, high = paper_consistent_range(paper)[2]
+    assert low == pytest.approx(3931.2 / (16 * 475), rel=1e-3) and high < 0.7
 
 
 def test_scaling_goal_weak_and_strong_together():
@@ -140,8 +165,9 @@ def test_validate_json_shape_and_table2(capsys):
         assert {"config", "family", "k", "reference", "model", "error"} <= set(p)
     rows = out["table2"]["rows"]
     assert [r["workers"] for r in rows] == [2, 4, 8, 16, 32]
-    assert set(rows[0]) == {"workers", "paper_utilization", "utilization", "paper_runtime",
-                            "makespan"}
+    assert set(rows[0]) == {"workers", "paper_utilization", "paper_consistent_range",
+                            "utilization", "paper_runtime", "makespan"}
+    assert out["table2"]["paper_rows_outside_their_range"] == [8, 16]
     errs = [abs(r["utilization"] - r["paper_utilization"]) for r in rows]
     assert out["table2"]["max_abs_utilization_error"] == pytest.approx(max(errs))
     # Utilisation falls as workers grow, as in the paper.
