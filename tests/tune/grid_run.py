@@ -14,7 +14,8 @@ arguments of ``FluidExecutor`` besides ``cpus_per_trial=0.1``.
 
 What each run showed (``OUT``, JSON): ``wall_s`` (of ``tune.run``), and per trial in grid
 order its ``status``, ``rows`` (results) and ``least_gpus`` (the fewest GPUs a result of it
-ran on); under Fluid also its decided ``estimates`` (the plan log's entries), ``probes`` and
+ran on); under Fluid also its packing ``estimates`` (the plan log's entries, each saying
+whether it ``decided`` packing), ``probes`` and
 ``probe_pairs``, and ``start``, ``packed`` and ``end``: when the first trial started, the
 first packed one started (null if none did) and the last ended, from Fluid's shape timelines.
 """
@@ -54,7 +55,7 @@ def _fluid_figures(ex: FluidExecutor, trials: list) -> dict:
     shapes = [s for t in trials for s in ex.shape_timeline(t.trial_id)]
     packed = [at for at, width, _ in shapes if width and width < 1]
     return {
-        "estimates": [e for e in ex.plan_log if e["kind"] == "estimate" and e["decided"]],
+        "estimates": [e for e in ex.plan_log if e["kind"] == "estimate"],
         "probes": sum(r.probe for r in ex.records.values()),
         "probe_pairs": ex.tunables.probe_pairs,
         "start": min(at for at, _, _ in shapes),

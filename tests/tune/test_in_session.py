@@ -2,7 +2,8 @@
 SyncBOHB-like first bracket: the algorithm decides on each after its first iteration), whose
 packing costs what their modeled work says. Where it is cheap, packing starts with the first
 wave and the job ends sooner than under plain Tune; where it is costly, the estimate decides
-against packing after only the probes packed, and the job ends no later than under plain Tune.
+against packing after only the probes packed (or, where noise keeps its interval wide, does not
+decide: fresh trials then run alone), and the job ends no later than under plain Tune.
 Plain Tune and Fluid run side by side under one load (``tests.tune.grid_run``)."""
 
 from __future__ import annotations
@@ -24,18 +25,27 @@ def test_packing_follows_what_the_first_wave_measures(tmp_path, alpha, trials, t
         assert run["rows"] == [1] * trials
     fluid = runs["fluid"]
     est = fluid["estimates"]
-    assert est, "the first wave's iterations never decided packing"
-    low, high = est[0]["ci95"]
-    assert low <= alpha * 1.1 and high >= alpha / 1.1, est[0]
+    assert est, "no iteration measured packing"
+    decided = [e for e in est if e["decided"]]
+    # What decided packing, else what all the trials' first iterations say. (A trial the
+    # grid packs once another ended may find itself alone: the modeled trainable still
+    # runs it at its share's speed, where a real GPU would run it as a whole one, which
+    # pulls later estimates below alpha.)
+    deciding = decided[0] if decided else est[-1]
+    low, high = deciding["ci95"]
+    assert low <= alpha * 1.1 and high >= alpha / 1.1, deciding
     start, packed, end = fluid["start"], fluid["packed"], fluid["end"]
     walls = {m: r["wall_s"] for m, r in runs.items()}
     if alpha < 1.2:
         assert packed is not None and packed - start <= (end - start) / 3, (start, packed, end)
         assert walls["fluid"] < walls["tune"], walls
     else:
-        # Decided against packing a trial that may reach a target, after at most the probe
-        # pairs ran packed. A grid's later trials may still pack for throughput once one
-        # ended (a pair at 1.6x still runs 1.25x one trial's throughput): that, not the
-        # probes, is why Fluid may end sooner here.
-        assert est[0]["alpha"] > 1.2 and fluid["probes"] <= 2 * fluid["probe_pairs"], est[0]
+        # Never decided for packing a trial that may reach a target, and at most the probe
+        # pairs ran packed before a decision. Undecided (under load a first iteration's time
+        # varies by a second or more, which may keep the interval across what packs), fresh
+        # trials run alone: the prior's decision. A grid's later trials may still pack for
+        # throughput once one ended (a pair at 1.6x still runs 1.25x one trial's
+        # throughput): that, not the probes, is why Fluid may end sooner here.
+        assert all(e["alpha"] > 1.2 for e in decided), decided
+        assert fluid["probes"] <= 2 * fluid["probe_pairs"], fluid["probes"]
         assert walls["fluid"] <= walls["tune"], walls
