@@ -16,7 +16,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._records import MASKED, STARTABLE, Phase, TrialRecord, TrialStore
+from fluid.tune._records import LIVE, MASKED, STARTABLE, Phase, TrialRecord, TrialStore
 
 
 @contextmanager
@@ -68,12 +68,17 @@ def eligible(base: TrialScheduler, store: TrialStore, tc: Any, scan: int,
         return waiting, False  # FIFO starts everything, in order: no need to ask
     masked: dict[str, str] = {}
     found: list[TrialRecord] = []
-    for _ in range(min(len(waiting), scan)):
+    questions = min(len(waiting), scan)
+    while questions:
         with base_view(store, masked):
             trial = base.choose_trial_to_run(tc)
             after_call()
         rec = store.get(trial.trial_id) if trial is not None else None
         if rec is None or rec.phase is Phase.HELD or not store.groups[rec.group].keep_shape:
+            if _starting(rec, masked):
+                masked[rec.trial_id] = Trial.RUNNING  # look past it, as Tune does
+                continue
+            questions -= 1
             if rec is None or rec.phase not in STARTABLE:
                 break
             found.append(rec)
@@ -84,3 +89,13 @@ def eligible(base: TrialScheduler, store: TrialStore, tc: Any, scan: int,
                   and store.groups[r.group].keep_shape]  # Tune starts new ones anyway
         return found, True
     return found, False
+
+
+def _starting(rec: TrialRecord | None, masked: dict[str, str]) -> bool:
+    """Whether the base chose a trial already handed to Tune whose actor is still starting
+    (PENDING in Tune, as under plain Tune, where the base may choose it again too). Plain Tune
+    then starts every other PENDING trial anyway, whatever its scheduler chose (Ray's
+    ``TuneController._maybe_add_actors``); HyperBandForBOHB chooses the first PENDING trial of
+    its brackets, so stopping there would hold every new trial until that actor started."""
+    return (rec is not None and rec.trial_id not in masked and rec.phase in LIVE
+            and rec.trial.status == Trial.PENDING)

@@ -135,6 +135,29 @@ def test_a_keep_shape_member_restarts_one_per_step_as_under_plain_tune():
     assert ask(base) == ([exploited, new], True)
 
 
+def test_a_trial_tune_is_still_starting_does_not_hide_new_ones_from_the_scan():
+    # HyperBandForBOHB chooses the first PENDING trial of its brackets: one whose actor Tune
+    # is still starting (PENDING under plain Tune too). Plain Tune starts its other PENDING
+    # trials in the same step whatever the scheduler chose; so does Fluid.
+    from fluid.tune._base_view import eligible
+    from fluid.tune._group import TrialGroup
+
+    store = TrialStore()
+    store.add_group(TrialGroup([], {}, "rung"))
+    starting = TrialRecord(_trial("starting", Trial.PENDING), 0, 4, phase=Phase.RUNNING)
+    running = TrialRecord(_trial("running", Trial.RUNNING), 0, 4, phase=Phase.RUNNING)
+    new = [TrialRecord(_trial(f"new{i}"), 0, 4) for i in range(2)]  # held: PENDING to the base
+    recs = [starting, running, *new]
+    for r in recs:
+        store.add(r)
+    tc = SimpleNamespace(trials=[r.trial for r in recs])
+    base = _LeastFirst(["starting", "new0", "new1"])
+    assert eligible(base, store, tc, 256, lambda: None) == (new, False)
+    assert starting.trial.status == Trial.PENDING  # shown RUNNING to the base only meanwhile
+    base.order = ["new1", "starting", "new0"]
+    assert eligible(base, store, tc, 1, lambda: None) == ([new[1]], False)  # scan: 1 question
+
+
 @pytest.mark.parametrize("running", [4, 40])
 def test_small_changes_re_plan_a_large_group_in_rounds(running: int):
     # Small changes to a group of `running` trials (new alpha_i, shares freed), one by one: a
