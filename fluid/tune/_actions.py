@@ -91,11 +91,11 @@ def _sync_experiment(tc: Any) -> None:
 def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
     """Add each iteration's shape to its result, so progress tables and logs show it; keep
     each iteration once in the result files and for every other logger and callback
-    (``once.install_once``); stop the MPS daemons (``mps``) when the experiment ends (else
-    when the driver exits). Every callback of the experiment keeps its place in Tune's list
+    (``once.install_once``); stop the MPS daemons of the experiment's nodes (``mps``, its
+    ``GpuNodes``) when the experiment ends (else when the driver exits). Every callback of the experiment keeps its place in Tune's list
     (its saved state is restored by place)."""
     column = partial(ShapeColumn, store=store, mps=mps, controller=controller)
-    if not compat.replace_callback_list(controller, column) and mps is not None:
+    if not compat.replace_callback_list(controller, column) and mps.managed:
         logger.warning("Fluid: cannot hook the experiment's end; the MPS daemons stop when "
                        "this process exits")
     install_once(controller)

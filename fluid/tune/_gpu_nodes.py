@@ -77,6 +77,11 @@ class GpuNodes:
         self._trials: dict[str, Any] = {}  # a trial of each trainable name asking for GPUs
         self._wrapped: set[str] = set()
 
+    @property
+    def managed(self) -> bool:
+        """Whether Fluid manages MPS daemons here (it may start some, to stop at the end)."""
+        return self.manager is not None
+
     def start(self) -> float | None:
         """Start the daemons on the GPU nodes there are now; returns one GPU's memory in GB
         (the smallest NVML reports; ``None``: unknown)."""

@@ -50,6 +50,22 @@ def test_every_callback_keeps_its_place_and_mps_stops_after_the_callbacks_end():
     assert order == ["callback", "mps"]
 
 
+def test_no_hook_for_the_experiments_end_is_said_only_where_fluid_runs_mps_daemons(caplog):
+    import logging
+
+    from fluid.tune._actions import install_callbacks
+    from fluid.tune._gpu_nodes import GpuNodes
+
+    controller = SimpleNamespace()  # no callback list (the simulator's controller)
+    with caplog.at_level(logging.WARNING, logger="fluid"):
+        install_callbacks(controller, Store(), GpuNodes("auto", ray_cluster=False))
+        install_callbacks(controller, Store(), GpuNodes(False, ray_cluster=True))
+        assert not caplog.records
+        install_callbacks(controller, Store(), GpuNodes("auto", ray_cluster=True))
+    assert [r.getMessage() for r in caplog.records] == [
+        "Fluid: cannot hook the experiment's end; the MPS daemons stop when this process exits"]
+
+
 def test_a_searcher_suggests_only_below_its_bound_and_each_new_bound_is_said(caplog):
     import logging
 
