@@ -18,6 +18,7 @@ from ray.tune.callback import CallbackList
 from ray.tune.experiment import Trial
 
 from fluid.tune import _ray_compat as compat
+from fluid.tune._gpu_nodes import GpuNodes
 from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._once import install_once
 from fluid.tune._plan_lines import PlanReport
@@ -88,12 +89,12 @@ def _sync_experiment(tc: Any) -> None:
         logger.warning("Fluid: experiment snapshot before a restart failed: %s", e)
 
 
-def install_callbacks(controller: Any, store: TrialStore, mps: Any) -> None:
+def install_callbacks(controller: Any, store: TrialStore, mps: GpuNodes) -> None:
     """Add each iteration's shape to its result, so progress tables and logs show it; keep
     each iteration once in the result files and for every other logger and callback
-    (``once.install_once``); stop the MPS daemons of the experiment's nodes (``mps``, its
-    ``GpuNodes``) when the experiment ends (else when the driver exits). Every callback of the experiment keeps its place in Tune's list
-    (its saved state is restored by place)."""
+    (``once.install_once``); stop the MPS daemons of the experiment's nodes (``mps``) when
+    the experiment ends (else when the driver exits). Every callback of the experiment keeps
+    its place in Tune's list (its saved state is restored by place)."""
     column = partial(ShapeColumn, store=store, mps=mps, controller=controller)
     if not compat.replace_callback_list(controller, column) and mps.managed:
         logger.warning("Fluid: cannot hook the experiment's end; the MPS daemons stop when "

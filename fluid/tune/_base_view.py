@@ -50,7 +50,9 @@ def eligible(base: TrialScheduler, store: TrialStore, tc: Any, scan: int,
     """Held or base-paused trials the base scheduler would start now, in its order, and
     whether to ask it again at the next step. The base is asked about at most ``scan`` trials
     (bounds the work with huge groups); ``after_call`` runs after each question (the groups
-    the base declared meanwhile are taken).
+    the base declared meanwhile are taken). A trial outside ``keep_shape`` groups that Tune
+    is still starting, when the base chooses it, is looked past without counting as one of
+    those questions (``_starting``).
 
     Members of a ``keep_shape`` group start when plain Tune would start them: new ones at
     once (Tune starts its PENDING trials in order), a member the base paused (PBT's exploit,

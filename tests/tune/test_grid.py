@@ -74,8 +74,8 @@ def test_memory_safe_packing(ray4, tmp_path):
 def test_the_long_trial_gets_gpus_and_only_probes_are_packed_unmeasured(ray4, tmp_path):
     # Six trials on 4 GPUs, one eight times longer than the others (under CPU load a result's
     # own overhead, about a second, is added to every iteration: the long trial still has
-    # half its work left when the short ones end); a profile says gangs scale
-    # (beta 1.0) but nothing is known of packing: no trial is packed but the packing probes
+    # half its work left when the short ones end); a profile says gangs scale (beta 1.0)
+    # but nothing is known of packing: no trial is packed but the packing probes
     # that measure it until their measurement packs a fresh trial (it is free here: its
     # estimate moves there, or its interval decides), and once the short trials are done the
     # long one runs on at least 2 GPUs.
