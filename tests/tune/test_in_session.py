@@ -16,6 +16,7 @@ from tests.tune.grid_run import run_both
 # Cheap packing saves a third of the waves: 24 trials of 4 s run in 6 waves alone, about 4
 # packed. Costly packing costs the probes' pairs, which the grid's throughput packing
 # (once trials end) makes up.
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "trials", "t1"), [(1.05, 24, 4.0), (1.6, 16, 3.0)])
 def test_packing_follows_what_the_first_wave_measures(tmp_path, alpha, trials, t1) -> None:
     runs = run_both(tmp_path, {"trainable": "modeled_trainable", "trials": trials,

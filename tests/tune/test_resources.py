@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import types
 
+import pytest
 import ray
 from ray.tune.experimental.output import AirVerbosity, TuneTerminalReporter
 
@@ -110,6 +111,7 @@ def test_a_one_gpu_request_is_packed_once_packing_is_measured_cheap(ray4x4, tmp_
     assert len(said) == 1 and "resize_requests=False" in said[0]  # one line per experiment
 
 
+@pytest.mark.slow
 def test_a_one_gpu_script_under_fluid_ends_sooner_than_under_plain_tune(tmp_path):
     """The typical script, ``with_resources(train, {"gpu": 1})``, no Fluid option: Fluid
     measures packing on its first trials, packs the rest, and the run ends sooner than plain
@@ -123,6 +125,7 @@ def test_a_one_gpu_script_under_fluid_ends_sooner_than_under_plain_tune(tmp_path
     assert runs["fluid"]["wall_s"] < runs["tune"]["wall_s"], {m: r["wall_s"] for m, r in runs.items()}
 
 
+@pytest.mark.slow
 def test_a_grid_of_cheap_packing_packs_after_its_first_wave_and_ends_sooner(tmp_path):
     """A grid under FIFO: its answer comes with its last trial. Packing costs each trial 1.25x
     (a pair runs 1.6x one trial's throughput, too costly to pack a trial that may reach a
