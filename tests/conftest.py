@@ -1,18 +1,7 @@
-"""Fixtures shared across the test packages, and the order ``make test`` runs modules in."""
+"""Fixtures shared across the test packages."""
 
 import pytest
 import ray
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules holding a test marked ``slow`` first, every module's tests in their order.
-
-    ``make test`` hands whole modules to two workers (``--dist loadfile``) in this order:
-    the long ones started first leave the short ones to even out the end, where in file order
-    the Tune modules, long ones among them, came last and one worker ran them alone.
-    """
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
 
 
 @pytest.fixture(scope="module")
