@@ -56,7 +56,8 @@ class Script:
     stop: dict | None = None
     expect: int = 0  # trials that can run at once under plain Tune (0: not measured)
     deterministic: bool = True  # the best config is the same under any scheduler
-    limit_s: float = 120.0
+    # Stops a hang, not a slow start: on 2 loaded cores 8 actors can take 2 minutes to start.
+    limit_s: float = 300.0
     reuse_actors: bool = False
 
 

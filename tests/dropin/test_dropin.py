@@ -155,7 +155,7 @@ def test_an_unmarked_ray_train_trial_completes_as_under_tune(cluster, tmp_path):
     trials fill the 4 GPUs: a driver on a GPU would leave the other trial's workers waiting)."""
     script = Script("ray-train", scripts.ray_train_trial,
                     {"q": tune.grid_search([0.2, 0.6]), "iters": 2, "t": 0.2},
-                    trials=2, limit_s=240.0)
+                    trials=2)
     plain = run(script, False, tmp_path)
     fluid = run(script, True, tmp_path)
     compare(script, plain, fluid)

@@ -144,12 +144,25 @@ def test_a_malformed_references_file_is_refused_by_field(tmp_path, capsys, bad, 
 
 @pytest.mark.slow
 def test_the_fit_reproduces_the_shipped_constants():
-    from experiments.fit_truth import main
+    from experiments.fit_truth import _data, fit
 
-    fit = main([])["fit"]
-    p = PerfParams()
-    assert (fit["step_overhead_s"], fit["half_flops"], fit["contention"]) == pytest.approx(
+    got, p = fit(_data()), PerfParams()
+    assert (got.step_overhead_s, got.half_flops, got.contention) == pytest.approx(
         (p.step_overhead_s, p.half_flops, p.contention))
+
+
+def test_the_fit_reports_each_group_held_out(monkeypatch, capsys):
+    """The report around the fit (the grid search itself is the test above, run once): each
+    fit stands in as the shipped constants."""
+    from experiments import fit_truth
+
+    monkeypatch.setattr(fit_truth, "fit", lambda rows: PerfParams())
+    out = fit_truth.main(["--json"])
+    assert json.loads(capsys.readouterr().out) == out
+    assert set(out["held_out"]) == {"K80", "3090", "V100", "P100", "strong, one node"}
+    total = sum(v["points"] for v in out["held_out"].values())
+    assert total == out["fit"]["points"] and all(
+        0 <= v["median_abs_rel_error"] < 1 for v in out["held_out"].values())
 
 
 @pytest.mark.slow
