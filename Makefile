@@ -18,7 +18,7 @@ BUNDLE_PYTHON ?= 3.12
 BUNDLE_ASSUME ?= numpy scipy pandas pyarrow
 BUNDLE := dist/fluid-offline-py$(BUNDLE_PYTHON).tar.xz
 
-.PHONY: install demo benchmarks test test-oldest-ray lint clean offline-bundle offline-bundle-check
+.PHONY: install demo benchmarks test test-slow test-oldest-ray lint clean offline-bundle offline-bundle-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,9 +40,16 @@ benchmarks: $(STAMP)
 	$(BIN)/fluid bench doc results/benchmarks --run
 
 # --dist loadfile: each test module runs in one worker, so its shared Ray instance starts once.
+# `make test` runs every test but those marked slow (long end-to-end runs of the CLIs, the
+# experiments, simulated clusters and training); the drop-in suites, Ray's own examples
+# included, are in it. `make test-slow` runs the slow ones; CI (.ci/run) runs both.
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 test: $(STAMP)
 	$(BIN)/ruff check fluid tests examples experiments tools
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 tests
+	$(PYTEST) -m "not slow" tests
+
+test-slow: $(STAMP)
+	$(PYTEST) -m slow tests
 
 $(OLD_STAMP): pyproject.toml
 	test -x $(OLD_VENV)/bin/python || $(PYTHON) -m venv $(OLD_VENV)

@@ -135,7 +135,6 @@ def compare(script: Script, plain: Outcome, fluid: Outcome) -> None:
         assert fluid.at_once >= plain.at_once
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
 def test_fluid_runs_the_script_at_least_as_well_as_tune(cluster, tmp_path, script):
     plain = run(script, False, tmp_path)
@@ -148,7 +147,6 @@ def test_fluid_runs_the_script_at_least_as_well_as_tune(cluster, tmp_path, scrip
         assert set(fluid.column("trial_gpus")) == {0.5}, set(fluid.column("trial_gpus"))
 
 
-@pytest.mark.slow
 def test_an_unmarked_ray_train_trial_completes_as_under_tune(cluster, tmp_path):
     """Its driver asks for no GPU; its trainer's 2 workers take one each, outside Tune's
     placement group. Fluid must not give the driver a GPU its workers then wait for (two such
@@ -163,7 +161,6 @@ def test_an_unmarked_ray_train_trial_completes_as_under_tune(cluster, tmp_path):
     assert fluid.wall_s <= 1.5 * plain.wall_s, (fluid.wall_s, plain.wall_s)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS[1:3], ids=[s.name for s in SCRIPTS[1:3]])
 def test_a_share_stays_exactly_as_asked_with_resize_requests_false(cluster, tmp_path, script):
     fluid = run(script, True, tmp_path, resize_requests=False)
@@ -172,7 +169,6 @@ def test_a_share_stays_exactly_as_asked_with_resize_requests_false(cluster, tmp_
     assert fluid.at_once == script.expect
 
 
-@pytest.mark.slow
 def test_a_driver_restore_under_tune_repeats_what_it_repeats_under_fluid(tmp_path):
     """The SIGKILL-and-restore script under plain Tune: what its callbacks get is what
     ``tests/tune/test_restore.py`` asserts of the same script under Fluid (each iteration

@@ -45,7 +45,6 @@ def check(plain: ExampleRun, fluid: ExampleRun) -> None:
         fluid.wall_s, plain.wall_s, fluid.iterations, plain.iterations)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("name", "args"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_ray_example_runs_under_fluid_as_under_tune(tmp_path, name, args):
     plain, fluid = run_examples(name, tmp_path, args)
