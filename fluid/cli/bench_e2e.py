@@ -231,8 +231,9 @@ def run(args: argparse.Namespace) -> int:
         t1 = t1[:args.trials]
     check_number("--load", args.load, 0, MAX_LOAD)
     mark_elastic(bench_trainable)
-    storage = tempfile.mkdtemp(prefix="fluid-bench-e2e-")
-    with ray_instance(gpus), busy_processes(args.load):
+    with (ray_instance(gpus), busy_processes(args.load),
+          tempfile.TemporaryDirectory(prefix="fluid-bench-e2e-",
+                                      ignore_cleanup_errors=True) as storage):
         jobs = {job: _job(job, t1, iters, gpus, storage) for job in ("grid", "hyperband")}
     grid = jobs["grid"]
     out = {"tune": grid["tune"], "fluid": grid["fluid"], "speedup": grid["speedup"],

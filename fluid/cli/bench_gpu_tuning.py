@@ -206,11 +206,12 @@ def simulated(job: TuningJob, plain: dict[str, Any], fluid: dict[str, Any],
 
 def tuning(job: TuningJob, alpha: float | None, log: Callable[[str], None]) -> dict[str, Any]:
     """Both runs of ``job`` on the Ray instance already started, and the simulator's view."""
-    storage = tempfile.mkdtemp(prefix="fluid-bench-gpu-")
     runs = {}
     for executor in ("plain", "fluid"):
         log(f"tuning: {job.trials} trials of {job.model} under {executor} ...")
-        r = runs[executor] = run_job(job, executor, storage)
+        with tempfile.TemporaryDirectory(prefix="fluid-bench-gpu-",
+                                         ignore_cleanup_errors=True) as storage:
+            r = runs[executor] = run_job(job, executor, storage)
         log(f"tuning: {executor}: {r['wall_s']:.1f} s, best {METRIC} {r['best_metric']:.3f} "
             f"at lr {r['best_config']['lr']}, target at {r['time_to_target_s']}")
     plain, fluid = runs["plain"], runs["fluid"]

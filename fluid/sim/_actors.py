@@ -37,6 +37,10 @@ from fluid.sim.truth import fits_memory, iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
 from fluid.tune import width_of
 
+#: Where a simulated checkpoint says it lies: a checkpoint is a key of what the simulation
+#: keeps in memory, and nothing is written there (no directory is created for it).
+CHECKPOINTS = os.path.join(tempfile.gettempdir(), "fluid-sim-checkpoints")
+
 
 class SimActors:
     """Actors of trials and the training they simulate.
@@ -63,7 +67,6 @@ class SimActors:
         self._durations: dict[Trial, tuple[float, float]] = {}  # (seconds, one-GPU seconds)
         self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
         self._ckpts = 0
-        self._tmp = tempfile.mkdtemp(prefix="fluid_sim_")
 
     def track(self, trial: Trial) -> None:
         """Start the simulated state of a trial just added (its noise seeded by its order)."""
@@ -257,7 +260,7 @@ class SimActors:
     def save(self, trial: Trial, result: dict) -> SimSaveFuture:
         """Save the trial's state in a new checkpoint (``SAVED`` when done)."""
         self._ckpts += 1
-        checkpoint = Checkpoint(os.path.join(self._tmp, f"{trial.trial_id}_ckpt{self._ckpts}"))
+        checkpoint = Checkpoint(os.path.join(CHECKPOINTS, f"{trial.trial_id}_ckpt{self._ckpts}"))
         sim = self.sim[trial]
         self._ckpt_state[checkpoint.path] = (sim.state, sim.iteration, sim.train_time,
                                              sim.work_time)

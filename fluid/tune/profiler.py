@@ -267,11 +267,13 @@ def _measure(runnable: Any, elastic: bool, config: dict[str, Any], iterations: i
              ) -> Profile:
     """The profile of ``runnable`` (the trainable as it runs), without device and key."""
     say = progress or (lambda _line: None)
-    storage = tempfile.mkdtemp(prefix="fluid-profile-")
     peaks: list[float] = []
 
     def timed(copies: int, pgf: Any) -> float:
-        seconds, peak = _run_copies(runnable, config, copies, pgf, iterations, storage)
+        # Tune's results of a profiling run are scratch: gone once its time is taken.
+        with tempfile.TemporaryDirectory(prefix="fluid-profile-",
+                                         ignore_cleanup_errors=True) as storage:
+            seconds, peak = _run_copies(runnable, config, copies, pgf, iterations, storage)
         peaks.extend([peak] if peak is not None else [])
         return seconds
 

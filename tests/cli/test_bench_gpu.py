@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,17 @@ RUN_FIELDS = {"wall_s", "time_to_target_s", "best_config", "best_metric", "peak_
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     """One ``fluid bench gpu --smoke --json --out DIR`` run, as a user runs it (once: a module
     fixture is set up again where pytest runs a test of another module in between)."""
-    out = tmp_path_factory.mktemp("bench-gpu")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    out, scratch = tmp_path_factory.mktemp("bench-gpu"), tmp_path_factory.mktemp("tmp")
+    # Its temporary folders in ``scratch``; Ray's own stay where they are.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(scratch),
+           "RAY_TMPDIR": tempfile.gettempdir()}
     # About 70 s on an idle 2-core machine; the limit only stops a hang, with room for load.
     done = subprocess.run([sys.executable, "-m", "fluid", "bench", "gpu", "--smoke", "--json",
                            "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "[" in done.stderr and "tuning: 4 trials of tiny under fluid" in done.stderr
+    assert not list(scratch.glob("fluid-bench-gpu-*"))  # Tune's results of its runs: removed
     return json.loads(done.stdout), out
 
 

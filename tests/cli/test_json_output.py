@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,12 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
 
 
-def fluid_json(tmp_path: Path, *argv: str, timeout: float = 300) -> Any:
-    """Run ``python -m fluid ARGV`` in ``tmp_path``; its whole stdout parsed as JSON."""
+def fluid_json(tmp_path: Path, *argv: str, timeout: float = 300,
+               env: dict[str, str] | None = None) -> Any:
+    """Run ``python -m fluid ARGV`` in ``tmp_path`` (``env``: variables set besides);
+    its whole stdout parsed as JSON."""
     proc = subprocess.run([sys.executable, "-m", "fluid", *argv], capture_output=True, text=True,
-                          timeout=timeout, cwd=tmp_path, env=_env())
+                          timeout=timeout, cwd=tmp_path, env={**_env(), **(env or {})})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -108,5 +111,9 @@ def test_bench_load(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_e2e(tmp_path: Path) -> None:
-    out = fluid_json(tmp_path, "bench", "e2e", "--quick", "--trials", "1", "--json")
+    scratch = tmp_path / "tmp"  # its temporary folders; Ray's own stay where they are
+    scratch.mkdir()
+    out = fluid_json(tmp_path, "bench", "e2e", "--quick", "--trials", "1", "--json",
+                     env={"TMPDIR": str(scratch), "RAY_TMPDIR": tempfile.gettempdir()})
     assert out["trials"] == 1 and set(out["jobs"]) == {"grid", "hyperband"}
+    assert not list(scratch.glob("fluid-bench-e2e-*"))  # Tune's results of its runs: removed

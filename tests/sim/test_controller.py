@@ -120,6 +120,16 @@ def test_each_algorithm_completes_deterministically(algorithm):
     assert c.makespan != a.makespan  # another seed is another run
 
 
+def test_a_simulated_run_writes_nothing(tmp_path, monkeypatch):
+    """Its checkpoints are kept in memory: a run leaves no file or folder behind, the
+    HyperBand rungs it pauses trials at included."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    w = get_workload("synthetic", iter_time=5.0, spread=0.5, max_t=9)
+    result = run_experiment("hyperband", w, "fluid", seed=0, gpus=4, samples=10)
+    assert result.trials == 10 and not result.stalled
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_scheduler_that_never_resumes_its_trial_is_reported_as_a_hang():
     # Ray's HyperBand only restarts PAUSED trials it paused itself; ResourceChangingScheduler
     # pauses trials to resize them, so they are never resumed (real Tune hangs the same way).

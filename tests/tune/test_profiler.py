@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pytest
 
@@ -11,7 +12,8 @@ from fluid.tune.profiler import Profile, cache_key, device_model, profile
 from tests.tune.profile_trainables import slowed
 
 
-def test_profile_recovers_modeled_overheads_and_caches(ray4, tmp_path):
+def test_profile_recovers_modeled_overheads_and_caches(ray4, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     cache = str(tmp_path / "profiles.json")
     config = {"alpha": 1.5, "beta": 1.2}
     prof = profile(slowed, config, iterations=3, max_pack=3, max_workers=3, cache=cache,
@@ -25,6 +27,7 @@ def test_profile_recovers_modeled_overheads_and_caches(ray4, tmp_path):
     assert prof.device == device_model() and prof.device.startswith("cpu")
     # The trainable comes back unmarked: no GPU request left for FluidExecutor to honour.
     assert not hasattr(slowed, "_resources")
+    assert not list(tmp_path.glob("fluid-profile-*"))  # Tune's results of its runs: removed
     with open(cache) as f:
         stored = json.load(f)
     # kept by trainable, config, device and how packed copies shared a GPU (no MPS here)
