@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from fluid.cli.bench_gpu_tuning import LRS, SMOKE_JOB
 from fluid.gpu.workloads import WORKLOADS
 from fluid.sim.packing_refs import check_point
 
-from .running import run_cli
+from .running import run_cli, temp_folder_env
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FIELDS = {"wall_s", "time_to_target_s", "best_config", "best_metric", "peak_gpu_memory"}
@@ -29,9 +28,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     """One ``fluid bench gpu --smoke --json --out DIR`` run, as a user runs it (once: a module
     fixture is set up again where pytest runs a test of another module in between)."""
     out, scratch = tmp_path_factory.mktemp("bench-gpu"), tmp_path_factory.mktemp("tmp")
-    # Its temporary folders in ``scratch``; Ray's own stay where they are.
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(scratch),
-           "RAY_TMPDIR": tempfile.gettempdir()}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **temp_folder_env(scratch)}
     # About 70 s on an idle 2-core machine; the limit only stops a hang, with room for load.
     done = subprocess.run([sys.executable, "-m", "fluid", "bench", "gpu", "--smoke", "--json",
                            "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,

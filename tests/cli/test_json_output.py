@@ -11,12 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli.running import temp_folder_env
 from tests.report.test_report import _record, _write
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: tests.* import from it
@@ -111,9 +111,9 @@ def test_bench_load(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_e2e(tmp_path: Path) -> None:
-    scratch = tmp_path / "tmp"  # its temporary folders; Ray's own stay where they are
+    scratch = tmp_path / "tmp"
     scratch.mkdir()
     out = fluid_json(tmp_path, "bench", "e2e", "--quick", "--trials", "1", "--json",
-                     env={"TMPDIR": str(scratch), "RAY_TMPDIR": tempfile.gettempdir()})
+                     env=temp_folder_env(scratch))
     assert out["trials"] == 1 and set(out["jobs"]) == {"grid", "hyperband"}
     assert not list(scratch.glob("fluid-bench-e2e-*"))  # Tune's results of its runs: removed
