@@ -13,10 +13,12 @@ from fluid.tune import ElasticTrainable
 
 
 def slowed(config: dict) -> None:
-    """Sleeps 0.2 s x f(w) with the config's alpha and beta: the profiler must find them."""
+    """Sleeps 0.5 s x f(w) with the config's alpha and beta: the profiler must find them.
+    (What Tune adds to each iteration's time, a tenth of a second or more when the machine is
+    busy, counts alike at every width and pulls the ratios towards 1: it must stay small.)"""
     w = trial_width()
     for i in range(1, 100):
-        time.sleep(0.2 * slowdown(w, config["alpha"], config["beta"]))
+        time.sleep(0.5 * slowdown(w, config["alpha"], config["beta"]))
         tune.report({"i": i})
 
 
