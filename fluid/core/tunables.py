@@ -18,7 +18,7 @@ the last trial, its makespan: FluidExecutor packs those under ``makespan_o_th`` 
 
 Example:
     >>> Tunables().resize_gain
-    2.0
+    12.0
     >>> Tunables(probe_d=1)
     Traceback (most recent call last):
     ...
@@ -51,12 +51,10 @@ class Tunables:
             clients before Volta, 48 after).
         priority_alpha: a trial the algorithm waits on (priority > 0) is packed only if its own
             measured ``alpha_i`` is below this (packing it must cost next to nothing).
-        resize_gain: a resize is made only if it gains this many ``eps``: two pay for the
-            resize and for the one that undoes it if the estimates it rests on prove wrong
-            (a margin many times the cost would forgo all but a few ``eps`` of net gain at
-            its threshold: the outcome would jump there as the measured cost moves).
+        resize_gain: a resize is made only if it gains this many ``eps`` (anti-oscillation: a
+            re-plan on noisy estimates must not move trials back and forth).
         idle_gain: the margin when a plan only grows trials into GPUs that nobody waits for
-            nor will: no other trial moves, nothing moves back: break-even, one ``eps``.
+            nor will (no other trial moves, so nothing can oscillate).
         max_resizes: most resizes of one trial while its budget (its rung) stays the same.
         probe_d: width of a gang probe: the narrowest gang that measures ``beta_i``.
         probe_min_eps: a trial is probed only with at least this many ``eps`` of one-GPU work
@@ -116,8 +114,8 @@ class Tunables:
     makespan_o_th: float = 0.10
     makespan_c_max: int = 8
     priority_alpha: float = 1.05
-    resize_gain: float = 2.0
-    idle_gain: float = 1.0
+    resize_gain: float = 12.0
+    idle_gain: float = 5.0
     max_resizes: int = 2
     probe_d: int = 2
     probe_min_eps: float = 80.0
