@@ -17,8 +17,9 @@ DynamicFluid may act (every constant is a field of ``Tunables``):
   while packed) takes a whole GPU as soon as one is there, before any waiting trial starts;
 * **resizes** (``resize_group``): DynamicFluid's plan is applied only where each resize gains
   ``resize_gain`` x ``eps`` (``idle_gain`` x ``eps`` for a plan that only grows trials into
-  GPUs nobody waits for nor will), each trial at most ``max_resizes`` times per rung, and only
-  if the guard (``fluid.core.guard.is_safe``) finds the leading trials no later;
+  GPUs nobody waits for nor will) with every unmeasured ``beta_i`` at the slow end of its
+  range (``judged_beta``), each trial at most ``max_resizes`` times per rung, and only if the
+  guard (``fluid.core.guard.is_safe``) finds the leading trials no later;
 * **failed gangs** (``undo_slow_gangs``): a gang its own ``beta_i`` shows slower than one GPU,
   even counting a restart, goes back to one GPU;
 * **probes** (``probe_gangs``): idle GPUs nobody waits for make the longest elastic trial whose
@@ -49,6 +50,7 @@ from dataclasses import dataclass, replace
 
 from fluid.core.config import PolicyConfig
 from fluid.core.dynamic import DynamicPlan, Resize, RunningTrial, dynamic_fluid
+from fluid.core.estimates import Z975
 from fluid.core.guard import is_safe
 from fluid.core.model import TrialSpec, is_packed, request_width, slowdown
 from fluid.core.overheads import c_from_alpha, d_from_beta
@@ -258,16 +260,30 @@ def group_load(live: Sequence[LiveTrial], pool: GpuPool) -> float:
     return work / (sum(t.trial.width for t in live) + pool.free_capacity())
 
 
+def judged_beta(t: LiveTrial, beta_spread: float) -> RunningTrial:
+    """The trial as a resize judges it: a ``beta_i`` it has not measured (the experiment's,
+    measured on other configurations) at the slow end of its 95% range, ``beta_spread`` the
+    standard deviation of ``log beta_i`` across configurations; its own as it is."""
+    if t.beta_measured or beta_spread <= 0:
+        return t.trial
+    spec = t.trial.spec
+    return replace(t.trial, spec=replace(spec, beta=spec.beta * math.exp(Z975 * beta_spread)))
+
+
 def resize_group(live: Sequence[LiveTrial], pool: GpuPool, config: PolicyConfig,
-                 tunables: Tunables, eps: float, search_done: bool) -> DynamicPlan | None:
+                 tunables: Tunables, eps: float, search_done: bool,
+                 beta_spread: float = 0.0) -> DynamicPlan | None:
     """DynamicFluid over a group's running trials, where it pays; ``None``: keep the plan.
 
     A resize must gain ``resize_gain`` x ``eps``; when none does, a plan that only grows trials
     into idle GPUs needs ``idle_gain`` x ``eps`` once the search algorithm will add no more
-    trials (``search_done``: before that, idle GPUs are soon a new trial's). The plan is kept
-    only if the leaders (the trials of the group's highest priority) end no later than now.
+    trials (``search_done``: before that, idle GPUs are soon a new trial's). A trial whose own
+    ``beta_i`` is unmeasured is judged at the slow end of its range (``judged_beta``): the
+    margins pay for a resize and its undoing, the range for a ``beta`` the trial never showed.
+    The plan is kept only if the leaders (the trials of the group's highest priority) end no
+    later than now.
     """
-    running = [t.trial for t in live]
+    running = [judged_beta(t, beta_spread) for t in live]
     plan = dynamic_fluid(running, [], pool, replace(config, eps=tunables.resize_gain * eps))
     if not plan.resized and search_done and pool.idle_count():
         plan = dynamic_fluid(running, [], pool, replace(config, eps=tunables.idle_gain * eps),

@@ -18,7 +18,7 @@ the last trial, its makespan: FluidExecutor packs those under ``makespan_o_th`` 
 
 Example:
     >>> Tunables().resize_gain
-    12.0
+    2.0
     >>> Tunables(probe_d=1)
     Traceback (most recent call last):
     ...
@@ -51,10 +51,12 @@ class Tunables:
             clients before Volta, 48 after).
         priority_alpha: a trial the algorithm waits on (priority > 0) is packed only if its own
             measured ``alpha_i`` is below this (packing it must cost next to nothing).
-        resize_gain: a resize is made only if it gains this many ``eps`` (anti-oscillation: a
-            re-plan on noisy estimates must not move trials back and forth).
+        resize_gain: a resize is made only if it gains this many ``eps``: two pay for the
+            resize and for the one that undoes it if the estimates it rests on prove wrong
+            (a margin many times the cost would forgo all but a few ``eps`` of net gain at
+            its threshold: the outcome would jump there as the measured cost moves).
         idle_gain: the margin when a plan only grows trials into GPUs that nobody waits for
-            nor will (no other trial moves, so nothing can oscillate).
+            nor will: no other trial moves, nothing moves back: break-even, one ``eps``.
         max_resizes: most resizes of one trial while its budget (its rung) stays the same.
         probe_d: width of a gang probe: the narrowest gang that measures ``beta_i``.
         probe_min_eps: a trial is probed only with at least this many ``eps`` of one-GPU work
@@ -76,9 +78,14 @@ class Tunables:
             interval, ``prior_alpha`` times or over ``exp(1.96 x 0.354) = 2``, runs from free
             packing (``alpha = 1``, the least there is) to a pair each running at a quarter of
             its speed alone. A measurement moves the prior by its precision against this.
+        prior_beta_spread: standard deviation of ``log beta_i`` across one experiment's
+            configurations before trials measured theirs: a resize judges a trial's unmeasured
+            ``beta_i`` at ``beta x exp(1.96 x 0.1)``: a gang of two 22% slower (configurations of one model
+            family differ in batch and model size, which set a gang's share of communication).
+            The spread the trials' own ``beta_i`` show is pooled with it.
         prior_weight: how many samples the experiment's ``alpha`` is worth when a trial's own
             estimate is shrunk towards it (one: a single measurement moves it half way, in
-            log space).
+            log space), and ``prior_beta_spread`` when it is pooled with measured ones.
         default_eps: seconds a resize is assumed to cost before a resize or a start is
             measured (a restart of a small model on Ray).
         default_iteration_time: one-GPU seconds per iteration before any trial reported (only
@@ -114,8 +121,8 @@ class Tunables:
     makespan_o_th: float = 0.10
     makespan_c_max: int = 8
     priority_alpha: float = 1.05
-    resize_gain: float = 12.0
-    idle_gain: float = 5.0
+    resize_gain: float = 2.0
+    idle_gain: float = 1.0
     max_resizes: int = 2
     probe_d: int = 2
     probe_min_eps: float = 80.0
@@ -125,6 +132,7 @@ class Tunables:
     prior_beta: float = 2.0
     probe_pairs: int = 2
     prior_alpha_spread: float = 0.354
+    prior_beta_spread: float = 0.1
     prior_weight: float = 1.0
     default_eps: float = 5.0
     default_iteration_time: float = 1.0
@@ -156,6 +164,7 @@ class Tunables:
         check_number("prior_beta", self.prior_beta, 1)
         check_number("prior_weight", self.prior_weight, 0, low_open=True)
         check_number("prior_alpha_spread", self.prior_alpha_spread, 0, low_open=True)
+        check_number("prior_beta_spread", self.prior_beta_spread, 0)
         check_number("default_eps", self.default_eps, 0, unit="seconds")
         check_number("default_iteration_time", self.default_iteration_time, 0, low_open=True,
                      unit="seconds")

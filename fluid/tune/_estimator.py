@@ -18,6 +18,8 @@
   ``time_this_iter_s / f_i(w)`` under its ``alpha_i``, ``beta_i`` (``f`` is
   ``fluid.core.slowdown``);
 * ``alpha`` / ``beta`` (reported): median over the trials measured at two widths, else the prior;
+* ``beta_spread``: how much ``beta_i`` differs across configurations (a resize judges a trial
+  that has not measured its own at the slow end of that range);
 * ``eps``: what a resize cost, measured on the first result after it, median of recent ones;
   until a resize is measured, what a start cost (a restart stops the trial and starts it
   again: at least that), measured on the first result after each start; until then
@@ -33,7 +35,14 @@ from collections import deque
 from typing import Any
 
 from fluid.core import Tunables, slowdown
-from fluid.core.estimates import LogEstimate, combine, exposure_slope, mean_of_logs, shrink
+from fluid.core.estimates import (
+    LogEstimate,
+    combine,
+    exposure_slope,
+    mean_of_logs,
+    pooled_spread,
+    shrink,
+)
 from fluid.core.overheads import c_from_alpha
 from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune._records import TrialRecord, TrialStore
@@ -144,6 +153,14 @@ class OverheadEstimator:
     def measured_beta(self) -> float | None:
         """Median of the trials' own measured ``beta_i`` (unshrunk); ``None``: none measured."""
         return self.beta if self._store.own_betas else None
+
+    @property
+    def beta_spread(self) -> float:
+        """Standard deviation of ``log beta_i`` across the experiment's configurations: the
+        trials' own measured ``beta_i`` pooled with ``Tunables.prior_beta_spread``."""
+        tunables = self._tunables
+        return pooled_spread(list(self._store.own_betas.values()), tunables.prior_beta_spread,
+                             tunables.prior_weight)
 
     @property
     def eps(self) -> float:

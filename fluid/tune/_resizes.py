@@ -40,7 +40,7 @@ class Resizes:
 
     Args:
         life: the trials' lifecycle (read: their pending resizes); specs: their specs;
-        estimator: ``eps`` and measured ``beta``; config, tunables: the policy; cpus: CPU accounting (a gang's workers need CPUs);
+        estimator: ``eps``, measured ``beta`` and its spread; config, tunables: the policy; cpus: CPU accounting (a gang's workers need CPUs);
         log: where each plan change is logged.
     """
 
@@ -78,7 +78,8 @@ class Resizes:
             yield Decision(resized={z.trial_id: 1.0 for z in undone})
             views = self._specs.live_trials(live)
         load = group_load(views, pool)  # what a first result is measured by
-        plan = resize_group(views, pool, self._config, self._tunables, eps, search_done)
+        plan = resize_group(views, pool, self._config, self._tunables, eps, search_done,
+                            self._estimator.beta_spread)
         # (the gang workers of a plan may need CPUs the cluster does not have)
         if plan is None or not self._cpus.hold(
                 [(self._store[z.trial_id], z.new_width) for z in plan.resized]):

@@ -124,6 +124,19 @@ def test_a_resize_must_gain_resize_gain_eps() -> None:
         assert (plan is not None) is resized
 
 
+def test_a_resize_judges_an_unmeasured_beta_at_the_slow_end_of_its_spread() -> None:
+    # A straggler of 100 s on 4 GPUs whose experiment's beta is 1.5: a gang of two gains
+    # 100 - 75 = 25 s. Its own beta_i unmeasured and spread 0.1 (x1.22 at 95%), it gains
+    # 100 - 91 = 9 s: not the 15 s of idle_gain x eps.
+    eps = 15.0 / T.idle_gain
+    spec = TrialSpec("t", 100.0, beta=1.5, d=2)
+    for measured, spread, grows in ((False, 0.1, False), (True, 0.1, True), (False, 0.0, True)):
+        pool = GpuPool(4)
+        live = _live(pool, [spec], [1.0], beta_measured=measured)
+        plan = resize_group(live, pool, CONFIG, T, eps, True, spread)
+        assert (plan is not None) is grows, (measured, spread)
+
+
 def test_resizes_per_trial_per_rung_are_bounded() -> None:
     pool = GpuPool(4)
     spec = TrialSpec("t", 100.0, d=2)

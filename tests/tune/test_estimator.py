@@ -1,9 +1,10 @@
-"""The estimator's running means (no Ray instance) against a recomputation from the samples."""
+"""The estimator (no Ray instance): its running means and spreads against a recomputation from the samples."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from ray.tune.experiment import Trial
 
 from fluid.core import Tunables
@@ -86,3 +87,31 @@ def test_numpy_numbers_of_a_config_are_covariates_as_python_ones_are() -> None:
     config = {"batch_size": np.int64(64), "lr": np.float32(0.5), "deep": {"width": 256},
               "flag": True, "np_flag": np.bool_(True), "cell": "LSTM", "nan": float("nan")}
     assert _numbers(config) == {"batch_size": 64.0, "lr": 0.5, "deep/width": 256.0}
+
+
+def test_the_spread_of_beta_is_what_the_trials_measured_pooled_with_the_prior() -> None:
+    # Trials whose gangs of two scale differently: the spread a resize judges an unmeasured
+    # beta_i by is the prior until two trials measured theirs, then moves towards theirs.
+    import math
+    import statistics
+
+    tunables = Tunables()
+    store = TrialStore()
+    est = new_estimator(store, tunables)
+    betas = [1.2, 1.6, 1.3, 1.9, 1.45]
+    spreads = [est.beta_spread]
+    for i, beta in enumerate(betas):
+        rec = TrialRecord(fake_trial(f"t{i}", Trial.RUNNING), 0, 20, fresh_start=False)
+        store.add(rec)
+        est.track(rec)
+        for step in range(3):
+            est.observe(rec, 10.0, now=step, width=1.0)
+        for step in range(3, 6):
+            est.observe(rec, 10.0 / 2 * beta, now=step, width=2.0)
+        spreads.append(est.beta_spread)
+    assert sorted(store.own_betas.values()) == pytest.approx(sorted(betas), rel=1e-6)
+    assert spreads[:2] == [tunables.prior_beta_spread] * 2
+    measured = statistics.stdev(math.log(b) for b in betas)
+    assert tunables.prior_beta_spread < spreads[-1] < measured
+    assert spreads[-1] == pytest.approx(math.sqrt(
+        (tunables.prior_beta_spread ** 2 + 4 * measured ** 2) / 5))
