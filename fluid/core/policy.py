@@ -322,18 +322,19 @@ def is_probe_candidate(t: LiveTrial) -> bool:
 def probe_gangs(live: Sequence[LiveTrial], pool: GpuPool, config: PolicyConfig,
                 tunables: Tunables, eps: float, measured_beta: float | None,
                 free_cpus: float | None = None, extra_cpus: Mapping[str, float] | None = None,
+                iteration_times: Mapping[str, float] | None = None,
                 ) -> tuple[list[Resize], GpuPool]:
     """Idle GPUs nobody waits for as gang probes of ``probe_d``: the probes and the pool.
 
     Candidates (``is_probe_candidate``) go by priority first (what a rung waits on), then the
-    longest ``h_i1`` (the straggler), each with at least ``probe_min_eps`` x ``eps`` of work
-    left. The guard is not asked: under the prior a gang gains nothing, which is what the probe
-    tests. ``free_cpus``: CPUs free now (``None``: not counted); ``extra_cpus``: the CPUs a
-    candidate's gang would need beyond its own now.
+    longest ``h_i1`` (the straggler), each with at least ``probe_min_eps / 2`` x ``probe_cost``
+    of work left. The guard is not asked: under the prior a gang gains nothing, which is what the
+    probe tests. ``free_cpus``: CPUs free now (``None``: not counted); ``extra_cpus``: the CPUs
+    a candidate's gang would need beyond its own now; ``iteration_times``: a candidate's
+    one-GPU seconds per iteration (``None``: not counted).
     """
     if not may_probe(pool, config, tunables, measured_beta):
         return [], pool
-    floor = tunables.probe_min_eps * eps
     candidates = sorted((t for t in live if is_probe_candidate(t)),
                         key=lambda t: (-t.priority, -t.trial.spec.runtime))
     probes: list[Resize] = []
@@ -341,7 +342,9 @@ def probe_gangs(live: Sequence[LiveTrial], pool: GpuPool, config: PolicyConfig,
         if pool.idle_count() < tunables.probe_d - 1:
             break
         extra = extra_cpus[t.id] if free_cpus is not None and extra_cpus is not None else 0.0
-        if t.trial.spec.runtime < floor or (free_cpus is not None and extra > free_cpus + CPU_TOL):
+        iteration = iteration_times[t.id] if iteration_times is not None else 0.0
+        if (t.trial.spec.runtime < tunables.probe_min_eps * probe_cost(eps, iteration) / 2
+                or (free_cpus is not None and extra > free_cpus + CPU_TOL)):
             continue
         if not probes:
             pool = pool.copy()
@@ -351,6 +354,14 @@ def probe_gangs(live: Sequence[LiveTrial], pool: GpuPool, config: PolicyConfig,
         if free_cpus is not None:
             free_cpus -= extra
     return probes, pool
+
+
+def probe_cost(eps: float, iteration: float) -> float:
+    """What a gang probe that gains nothing costs: two restarts (into the gang and back) and,
+    until its first result shows the gang slow, one iteration at the gang's pace: one more
+    iteration's time where a gang of two runs at half one GPU's speed (``beta = 4``; a gang
+    slower still is undone after that same iteration)."""
+    return 2 * eps + iteration
 
 
 def replan_due(changes: int, running: int, tunables: Tunables) -> bool:

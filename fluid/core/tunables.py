@@ -59,8 +59,10 @@ class Tunables:
             nor will: no other trial moves, nothing moves back: break-even, one ``eps``.
         max_resizes: most resizes of one trial while its budget (its rung) stays the same.
         probe_d: width of a gang probe: the narrowest gang that measures ``beta_i``.
-        probe_min_eps: a trial is probed only with at least this many ``eps`` of one-GPU work
-            left: a probe that gains nothing then costs at most ``2 / probe_min_eps`` of it.
+        probe_min_eps: a trial is probed only with at least this many restarts and half
+            iterations of one-GPU work left (``probe_min_eps x (eps + h / 2)``): a probe that
+            gains nothing costs two restarts and up to one iteration
+            (``fluid.core.policy.probe_cost``), then at most ``2 / probe_min_eps`` of it.
         probe_stop: no more probes once the trials measured so far make a gang of
             ``probe_d`` take more than this share of one GPU's time (one experiment's
             configurations share a model family and hardware: they scale alike).

@@ -98,10 +98,12 @@ class Resizes:
         views = self._specs.live_trials(running)
         free = self._cpus.free()
         width = float(tun.probe_d)
+        candidates = [t for t in views if is_probe_candidate(t)]
         extra = None if free is None else {
-            t.id: self._cpus.extra(self._store[t.id], width) for t in views if is_probe_candidate(t)}
+            t.id: self._cpus.extra(self._store[t.id], width) for t in candidates}
+        iterations = {t.id: est.iteration_time(self._store[t.id]) for t in candidates}
         probes, pool = probe_gangs(views, pool, self._config, tun, est.eps, est.measured_beta,
-                                   free, extra)
+                                   free, extra, iterations)
         for z in probes:
             self._log("probe", self._store[z.trial_id].group, {z.trial_id: z.new_width})
         return Decision(pool=pool, resized={z.trial_id: z.new_width for z in probes})

@@ -177,14 +177,21 @@ def test_a_failed_gang_goes_back_to_one_gpu_once_more_than_the_allowance() -> No
     assert undo_slow_gangs(_live(pool, [spec], [2.0]), pool, 1.0, T)[0] == []
 
 
-def test_an_unmeasured_straggler_is_probed_on_idle_gpus_with_enough_work_left() -> None:
-    for runtime, probed in ((1.5 * T.probe_min_eps, True), (0.75 * T.probe_min_eps, False)):
-        pool = GpuPool(4)
-        live = _live(pool, [TrialSpec("t", runtime)], [1.0])
-        probes, after = probe_gangs(live, pool, CONFIG, T, 1.0, None)
-        assert [(z.trial_id, z.new_width) for z in probes] == (
-            [("t", float(T.probe_d))] if probed else [])
-        assert pool.where("t") == (0,) and len(after.where("t")) == (2 if probed else 1)
+@pytest.mark.parametrize(("runtime", "iteration", "probed"), [
+    (1.5 * T.probe_min_eps, None, True),  # 1.5 x probe_min_eps restarts of 1 s left
+    (0.75 * T.probe_min_eps, None, False),
+    (1.5 * T.probe_min_eps, 0.8, True),  # a probe costs 2 s of restarts + 0.8 s: 2.3% of it
+    (1.5 * T.probe_min_eps, 1.2, False),  # 3.2 s: 2.7%, over 2 / probe_min_eps of what is left
+])
+def test_an_unmeasured_straggler_is_probed_when_its_cost_is_a_small_share_of_its_work(
+        runtime: float, iteration: float | None, probed: bool) -> None:
+    pool = GpuPool(4)
+    live = _live(pool, [TrialSpec("t", runtime)], [1.0])
+    probes, after = probe_gangs(live, pool, CONFIG, T, 1.0, None,
+                                iteration_times=None if iteration is None else {"t": iteration})
+    assert [(z.trial_id, z.new_width) for z in probes] == (
+        [("t", float(T.probe_d))] if probed else [])
+    assert pool.where("t") == (0,) and len(after.where("t")) == (2 if probed else 1)
 
 
 @pytest.mark.parametrize("facts", [{"elastic": False}, {"beta_measured": True},
