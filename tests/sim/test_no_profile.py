@@ -53,3 +53,21 @@ def test_cli_no_profile(capsys):
     data = json.loads(capsys.readouterr().out)
     assert {r["executor"] for r in data["results"]} >= {"tune", "fluid"}
     assert data["speedup"]["fluid_vs_tune_makespan"] is not None
+
+
+@pytest.mark.parametrize(("iter_time", "max_t", "beta", "probed", "bound"), [
+    # ten iterations of a minute: a probe would cost a tenth of the work, so none is made
+    (60.0, 10, 3.0, False, 1.0),
+    # a thousand iterations of a second: probed; a gang that scales nearly halves the time,
+    # one that does not costs at most 2 / probe_min_eps of the work
+    (1.0, 1000, 1.2, True, 0.65),
+    (1.0, 1000, 3.0, True, 1.0 + 2 / Tunables.probe_min_eps),
+])
+def test_a_gang_probe_is_made_only_where_its_cost_is_a_small_share_of_the_work(
+        iter_time, max_t, beta, probed, bound) -> None:
+    w = get_workload("synthetic", iter_time=iter_time, spread=0.0, alpha=1.6, beta=beta,
+                     memory_gb=3.0, max_t=max_t, trials=1)
+    tune = run_experiment("grid", w, "tune", seed=0, gpus=8)
+    fluid = run_experiment("grid", w, "fluid", seed=0, gpus=8, profile=False)
+    assert (fluid.restarts > 0) is probed
+    assert fluid.makespan <= bound * tune.makespan
