@@ -14,6 +14,10 @@ The estimate is then weighed against the prior by their precisions (``shrink``):
 ``log alpha`` with a standard deviation, a measurement with its standard error; a wide
 interval moves the prior little, a narrow one moves it almost all the way.
 
+``config_numbers`` and ``config_covariates`` turn the trials' configs into the covariates the
+slope is fitted beside; ``pooled_spread`` is how much an overhead differs across
+configurations (the trials' own measurements pooled with a prior spread).
+
 Example (four trials alone, four packed in pairs, packing costs 10%):
     >>> solo, packed = [1.0, 1.2, 0.9, 1.1], [1.1 * t for t in (1.05, 0.95, 1.15, 1.0)]
     >>> est = exposure_slope([0, 0, 0, 0, 1, 1, 1, 1], solo + packed)
@@ -27,8 +31,10 @@ Example (four trials alone, four packed in pairs, packing costs 10%):
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -223,3 +229,30 @@ def mean_of_logs(values: Sequence[float]) -> LogEstimate | None:
     return LogEstimate(float(logs.mean()), float(logs.std(ddof=1)) / math.sqrt(len(logs)),
                        len(logs), len(logs) - 1)
 
+
+
+def config_numbers(config: Any, prefix: str = "") -> dict[str, float]:
+    """The numeric values of a trial's config, nested keys joined by ``/``.
+
+    Example:
+        >>> config_numbers({"lr": 0.1, "net": {"width": 64, "act": "relu"}, "deep": True})
+        {'lr': 0.1, 'net/width': 64.0}
+    """
+    out: dict[str, float] = {}
+    for key, value in (config or {}).items() if isinstance(config, dict) else ():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(config_numbers(value, f"{name}/"))
+        elif (isinstance(value, numbers.Real) and not isinstance(value, bool)
+              and math.isfinite(value)):  # numpy's too (a ConfigSpace searcher's choices)
+            out[name] = float(value)
+    return out
+
+
+def config_covariates(numbers: list[dict[str, float]]) -> list[list[float]]:
+    """What the trials' configs (``config_numbers``) say of their speed, a row per trial for
+    ``exposure_slope``: every number all of them have, on a log scale where all are positive
+    (a batch size, a width: iteration times scale with their ratios)."""
+    keys = sorted(set.intersection(*(set(n) for n in numbers))) if numbers else []
+    logs = {k for k in keys if all(n[k] > 0 for n in numbers)}
+    return [[math.log(n[k]) if k in logs else n[k] for k in keys] for n in numbers]

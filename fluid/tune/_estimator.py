@@ -29,7 +29,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import statistics
 from collections import deque
 from typing import Any
@@ -38,6 +37,8 @@ from fluid.core import Tunables, slowdown
 from fluid.core.estimates import (
     LogEstimate,
     combine,
+    config_covariates,
+    config_numbers,
     exposure_slope,
     mean_of_logs,
     pooled_spread,
@@ -123,7 +124,7 @@ class OverheadEstimator:
                        if tid not in self._exposed]
                 measured = combine([
                     exposure_slope([v[0] for v in across], [v[1] for v in across],
-                                   _covariates([v[3] for v in across])),
+                                   config_covariates([v[3] for v in across])),
                     mean_of_logs(own)])
                 self._posterior = shrink(prior, measured)
         return self._posterior
@@ -299,7 +300,7 @@ class OverheadEstimator:
         if self.alpha_given or not self.refine or self.sampled(rec):
             return  # packing_estimate is the prior then, whatever the samples
         seen = self._exposed.get(rec.trial_id)
-        numbers = seen[3] if seen is not None else _numbers(getattr(rec.trial, "config", None))
+        numbers = seen[3] if seen is not None else config_numbers(getattr(rec.trial, "config", None))
         self._exposed[rec.trial_id] = (exposure, dt, 1 if seen is None else 2, numbers)
         self._posterior = None
 
@@ -384,28 +385,6 @@ def _shrunk(prior: float, own: tuple[float, int] | None, weight: float) -> float
     value, n = own
     w = n / (n + weight)
     return max(1.0, math.exp(w * math.log(value) + (1 - w) * math.log(prior)))
-
-
-def _numbers(config: Any, prefix: str = "") -> dict[str, float]:
-    """The numeric values of a trial's config, nested keys joined by ``/``."""
-    out: dict[str, float] = {}
-    for key, value in (config or {}).items() if isinstance(config, dict) else ():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_numbers(value, f"{name}/"))
-        elif (isinstance(value, numbers.Real) and not isinstance(value, bool)
-              and math.isfinite(value)):  # numpy's too (a ConfigSpace searcher's choices)
-            out[name] = float(value)
-    return out
-
-
-def _covariates(numbers: list[dict[str, float]]) -> list[list[float]]:
-    """What the trials' configs say of their speed, a row per trial: every number all of them
-    have, on a log scale where all are positive (a batch size, a width: iteration times scale
-    with their ratios)."""
-    keys = sorted(set.intersection(*(set(n) for n in numbers))) if numbers else []
-    logs = {k for k in keys if all(n[k] > 0 for n in numbers)}
-    return [[math.log(n[k]) if k in logs else n[k] for k in keys] for n in numbers]
 
 
 def _peak_gb(trial: Any) -> float | None:

@@ -7,7 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from fluid.core.estimates import LogEstimate, combine, exposure_slope, mean_of_logs, shrink, t975
+from fluid.core.estimates import (
+    LogEstimate,
+    combine,
+    config_numbers,
+    exposure_slope,
+    mean_of_logs,
+    shrink,
+    t975,
+)
 
 
 def _wave(alpha: float, packed: int, alone: int, spread: float, seed: int = 0):
@@ -134,3 +142,11 @@ def test_the_covariates_that_matter_enter_before_all_of_them_fit() -> None:
     low, high = adjusted.interval()
     assert low < 1.3 < high and high / low < 2.0
     assert adjusted.se < plain.se / 3
+
+
+def test_numpy_numbers_of_a_config_are_covariates_as_python_ones_are() -> None:
+    # A ConfigSpace searcher (BOHB) hands its integer choices as numpy integers: a batch
+    # size so given must still explain a configuration's speed; flags and names do not.
+    config = {"batch_size": np.int64(64), "lr": np.float32(0.5), "deep": {"width": 256},
+              "flag": True, "np_flag": np.bool_(True), "cell": "LSTM", "nan": float("nan")}
+    assert config_numbers(config) == {"batch_size": 64.0, "lr": 0.5, "deep/width": 256.0}

@@ -77,18 +77,6 @@ def test_a_trial_measured_at_two_widths_keeps_its_share_of_the_packing_estimate(
         assert est.packing_measured and est.packing_estimate.n >= decided.n, est.packing_estimate
 
 
-def test_numpy_numbers_of_a_config_are_covariates_as_python_ones_are() -> None:
-    # A ConfigSpace searcher (BOHB) hands its integer choices as numpy integers: a batch
-    # size so given must still explain a configuration's speed; flags and names do not.
-    import numpy as np
-
-    from fluid.tune._estimator import _numbers
-
-    config = {"batch_size": np.int64(64), "lr": np.float32(0.5), "deep": {"width": 256},
-              "flag": True, "np_flag": np.bool_(True), "cell": "LSTM", "nan": float("nan")}
-    assert _numbers(config) == {"batch_size": 64.0, "lr": 0.5, "deep/width": 256.0}
-
-
 def test_the_spread_of_beta_is_what_the_trials_measured_pooled_with_the_prior() -> None:
     # Trials whose gangs of two scale differently: the spread a resize judges an unmeasured
     # beta_i by is the prior until two trials measured theirs, then moves towards theirs.
