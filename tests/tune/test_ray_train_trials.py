@@ -13,6 +13,7 @@ from ray.tune import Callback
 from ray.util import placement_group_table
 
 from fluid import FluidExecutor
+from fluid.core import Tunables
 from fluid.tune._records import PLACED
 from tests.tune.ray_train_trainables import elastic_driver
 
@@ -56,7 +57,10 @@ def test_train_trials_never_oversubscribe_and_a_resized_one_continues(ray8, tmp_
     # result, it restarts from Train's checkpoint at the new worker count). The short ones end
     # with their first result, 2 s after the long one's first (their epoch takes 3 s), so the
     # idle GPU goes to the long one first: a probe of a short one would be its last result.
-    ex = FluidExecutor(eps=0.05, cpus_per_trial=1, cpus_per_worker=0.5)
+    # A probe here costs an epoch of the long one's few (probe_min_eps 0: made whatever it
+    # costs): what is tested is the resize, not when a probe pays.
+    ex = FluidExecutor(eps=0.05, cpus_per_trial=1, cpus_per_worker=0.5,
+                       tunables=Tunables(probe_min_eps=0.0))
     view = RayView(ex)
     results = tune.Tuner(
         elastic_driver,
