@@ -230,7 +230,6 @@ def mean_of_logs(values: Sequence[float]) -> LogEstimate | None:
                        len(logs), len(logs) - 1)
 
 
-
 def config_numbers(config: Any, prefix: str = "") -> dict[str, float]:
     """The numeric values of a trial's config, nested keys joined by ``/``.
 

@@ -82,8 +82,9 @@ class Tunables:
             its speed alone. A measurement moves the prior by its precision against this.
         prior_beta_spread: standard deviation of ``log beta_i`` across one experiment's
             configurations before trials measured theirs: a resize judges a trial's unmeasured
-            ``beta_i`` at ``beta x exp(1.96 x 0.1)``: a gang of two 22% slower (configurations of one model
-            family differ in batch and model size, which set a gang's share of communication).
+            ``beta_i`` at ``beta x exp(1.96 x 0.1)``, a gang of two 22% slower (configurations
+            of one model family differ in batch and model size, which set a gang's share of
+            communication).
             The spread the trials' own ``beta_i`` show is pooled with it.
         prior_weight: how many samples the experiment's ``alpha`` is worth when a trial's own
             estimate is shrunk towards it (one: a single measurement moves it half way, in

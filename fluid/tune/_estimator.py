@@ -300,7 +300,8 @@ class OverheadEstimator:
         if self.alpha_given or not self.refine or self.sampled(rec):
             return  # packing_estimate is the prior then, whatever the samples
         seen = self._exposed.get(rec.trial_id)
-        numbers = seen[3] if seen is not None else config_numbers(getattr(rec.trial, "config", None))
+        config = getattr(rec.trial, "config", None)
+        numbers = seen[3] if seen is not None else config_numbers(config)
         self._exposed[rec.trial_id] = (exposure, dt, 1 if seen is None else 2, numbers)
         self._posterior = None
 

@@ -40,7 +40,8 @@ class Resizes:
 
     Args:
         life: the trials' lifecycle (read: their pending resizes); specs: their specs;
-        estimator: ``eps``, measured ``beta`` and its spread; config, tunables: the policy; cpus: CPU accounting (a gang's workers need CPUs);
+        estimator: ``eps``, measured ``beta`` and its spread; config, tunables: the policy;
+        cpus: CPU accounting (a gang's workers need CPUs);
         log: where each plan change is logged.
     """
 

@@ -1,4 +1,5 @@
-"""The estimator (no Ray instance): its running means and spreads against a recomputation from the samples."""
+"""The estimator (no Ray instance): its running means and spreads against a recomputation
+from the samples."""
 
 from __future__ import annotations
 
