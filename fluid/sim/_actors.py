@@ -4,6 +4,11 @@
 an iteration (the ground truth's time at its width, with the trials sharing its GPU, with
 seeded noise), save, restore.
 
+A packed trial's iteration runs at the pace the trials computing beside it allow, from moment
+to moment: when a mate starts or ends an iteration, or its actor stops, the iterations in flight
+on that GPU are timed again for the work they have left (a GPU shares its time among the
+kernels there are now, not those there were when an iteration began).
+
 A trial's training state lives in its checkpoints (``save``, ``restored``; why: the
 controller's docstring).
 """
@@ -33,7 +38,7 @@ from fluid.sim._bookkeeping import (
 )
 from fluid.sim.cluster import SimCluster
 from fluid.sim.costs import RestartCosts
-from fluid.sim.truth import fits_memory, iteration_time
+from fluid.sim.truth import Timing, fits_memory, iteration_time
 from fluid.sim.workloads.base import TrialModel, Workload
 from fluid.tune import width_of
 
@@ -64,7 +69,7 @@ class SimActors:
         self._tokens = 0
         self.sim: dict[Trial, SimTrialState] = {}
         self._models_by_id: dict[str, TrialModel] = {}
-        self._durations: dict[Trial, tuple[float, float]] = {}  # (seconds, one-GPU seconds)
+        self._iterations: dict[Trial, _Iteration] = {}  # iterations in flight
         self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
         self._ckpts = 0
 
@@ -145,8 +150,11 @@ class SimActors:
         if trial in self.waiting:
             self.waiting.remove(trial)
         self._staged.pop(trial, None)
+        mates = self._computing_mates(trial)
+        self._iterations.pop(trial, None)
         self.cluster.release(trial.trial_id)
         self._placement_dirty = True
+        self._retime(mates)
 
     def ended(self, trial: Trial) -> None:
         """The trial was stopped (completed, failed or removed) now."""
@@ -180,6 +188,42 @@ class SimActors:
         """Models of the other trials on the trial's GPU (packed trials only)."""
         ids = self.cluster.pool.neighbours(trial.trial_id)
         return [self._models_by_id[t] for t in ids if t in self._models_by_id]
+
+    def _computing_mates(self, trial: Trial) -> list[Trial]:
+        """The other trials on the trial's GPU with an iteration in flight."""
+        ids = set(self.cluster.pool.neighbours(trial.trial_id))
+        return [t for t in self._iterations if t.trial_id in ids]
+
+    def _timing(self, trial: Trial, width: float) -> Timing:
+        """The truth's time of a whole iteration of the trial at ``width``, beside the trials
+        computing on its GPU now."""
+        mates = self._computing_mates(trial) if width < 1 else []
+        return iteration_time(self.model(trial).truth, width,
+                              [self.model(t).truth for t in mates])
+
+    def _retime(self, trials: list[Trial]) -> None:
+        """Time the iterations in flight of ``trials`` again for the work they have left, at
+        the pace of the trials computing beside them now."""
+        now = self._events.clock()
+        for trial in trials:
+            it = self._iterations.get(trial)
+            actor = self.by_trial.get(trial)
+            if it is None or actor is None:
+                continue
+            if now > it.since:
+                it.left -= (now - it.since) / it.seconds
+                it.since = now
+            timing = self._timing(trial, actor.width or 1.0)
+            it.seconds = timing.seconds * it.noise
+            it.end = actor.busy_until = it.since + max(it.left, 0.0) * it.seconds
+            self.cluster.set_active(trial.trial_id, timing.busy)
+            self._events.push(it.end, RESULT, trial, actor.token)
+
+    def due(self, trial: Trial) -> bool:
+        """Whether a ``RESULT`` event now ends the trial's iteration in flight (an iteration
+        timed again has a new end; the event of its old one is stale)."""
+        it = self._iterations.get(trial)
+        return it is not None and it.end == self._events.clock()
 
     def started(self, trial: Trial) -> bool:
         """The actor is up; whether the trial fits its GPU's memory (else it fails, CUDA out
@@ -216,19 +260,18 @@ class SimActors:
     def train(self, trial: Trial) -> None:
         """Train one iteration (``RESULT`` when done)."""
         sim, actor = self.sim[trial], self.by_trial[trial]
-        model = self.model(trial)
-        width = actor.width or 1.0
-        peers = [m.truth for m in self._peers(trial)] if width < 1 else []
-        timing = iteration_time(model.truth, width, peers)
+        timing = self._timing(trial, actor.width or 1.0)
         noise = 1.0
         if self.time_noise > 0:
             noise = float(np.exp(sim.rng.normal(0.0, self.time_noise)))
-        duration = timing.seconds * noise
-        self._durations[trial] = (duration, model.iteration_time * noise)
-        self.cluster.set_active(trial.trial_id, timing.busy)
+        begin = max(self._events.clock(), actor.busy_until)
         if sim.first_start is None:
-            sim.first_start = max(self._events.clock(), actor.busy_until)
-        self._events.push(self._task_at(trial, duration), RESULT, trial, actor.token)
+            sim.first_start = begin
+        end = self._task_at(trial, timing.seconds * noise)
+        self._iterations[trial] = _Iteration(begin, begin, timing.seconds * noise, noise, end)
+        self.cluster.set_active(trial.trial_id, timing.busy)
+        self._events.push(end, RESULT, trial, actor.token)
+        self._retime(self._computing_mates(trial))
 
     def result(self, trial: Trial, metric: str) -> tuple[dict[str, Any], float]:
         """The iteration just trained: its result (``metric`` its validation value, with the
@@ -240,7 +283,9 @@ class SimActors:
             sim.state = curve.initial
         sim.state = curve.step(sim.state)
         sim.iteration += 1
-        dt, solo = self._durations.pop(trial)
+        it = self._iterations.pop(trial)
+        dt, solo = self._events.clock() - it.begin, model.iteration_time * it.noise
+        self._retime(self._computing_mates(trial))
         sim.train_time += dt
         sim.work_time += solo
         value = curve.value(sim.state)
@@ -269,3 +314,16 @@ class SimActors:
         end = self._task_at(trial, self.costs.save(self.model(trial)))
         self._events.push(end, SAVED, trial, self.by_trial[trial].token)
         return future
+
+
+class _Iteration:
+    """An iteration in flight: when it began, since when its pace holds, the share of its
+    work left then, its seconds at that pace (noise included), its noise and its end."""
+
+    __slots__ = ("begin", "since", "seconds", "noise", "end", "left")
+
+    def __init__(self, begin: float, since: float, seconds: float, noise: float,
+                 end: float) -> None:
+        self.begin, self.since, self.seconds, self.noise, self.end = (begin, since, seconds,
+                                                                       noise, end)
+        self.left = 1.0

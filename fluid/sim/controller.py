@@ -303,7 +303,8 @@ class SimController:
         if kind == START:
             self._actor_started(trial)
         elif kind == RESULT:
-            self._on_training_result(trial)
+            if self._actors.due(trial):
+                self._on_training_result(trial)
         elif kind == SAVED:
             self._decisions.on_saving_result(trial)
         elif kind == RESTORED:

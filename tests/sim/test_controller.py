@@ -182,3 +182,37 @@ def test_a_stop_cached_for_a_dropped_save_outlives_the_restart_under_tune_only(e
     ctl.run()
     assert len(base.exploited) == 2
     assert set(ctl._cached_trial_decisions.values()) == left
+
+
+def test_a_packed_iteration_runs_at_the_pace_of_the_mates_computing_beside_it():
+    # Three cifar10 trials (the mechanistic truth, h100) on one GPU, two to it: the first runs
+    # beside the second until that one ends, alone until the third starts, then beside it.
+    # An iteration over which its mate changes takes the time of each stretch at its own
+    # pace: a blend of those paces, not the one at its start.
+    from dataclasses import replace as replaced
+
+    from fluid.sim import Hardware
+    from fluid.sim.truth import iteration_time
+
+    cifar = get_workload("cifar10", Hardware.preset("h100"))
+    configs = [{**cifar.default_config, "batch_size": b} for b in (256, 128, 256)]
+    models = [cifar.trial_model(c) for c in configs]
+    records = [RecordedTrial(f"a{i}", {}, [1.0] * 9, [0.0] * 9, 0.0) for i in range(3)]
+    workload = replaced(replay_workload(records, "m", "max", 1.0),
+                        model=lambda c: models[int(c["_replay"])])
+    clock = SimClock()
+    cluster = SimCluster(1, clock)
+    sched = build_executor("fluid_static", FIFOScheduler(), workload, clock, cluster,
+                           fluid_options={"c": 2, "alpha": 1.0})
+    sched.set_search_properties("m", "max")
+    ctl = SimController(TrialListSearch([9, 2, 2], tempfile.mkdtemp()), sched, workload, 1,
+                        clock=clock, cluster=cluster, costs=RestartCosts.zero(),
+                        record_results=True)
+    ctl.run()
+    first = [r["time_this_iter_s"] for _, tid, r in ctl.results if tid.endswith("0")]
+    alone = iteration_time(models[0].work, 1.0).seconds
+    packed = [iteration_time(models[0].work, 0.5, [m.work]).seconds for m in models[1:]]
+    assert min(first) >= alone * 0.999 and max(first) <= max(packed) * 1.001, (first, alone)
+    paces = [alone, *packed]
+    blended = [t for t in first if all(abs(t / p - 1) > 0.003 for p in paces)]
+    assert blended, (first, paces)
