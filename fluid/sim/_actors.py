@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -192,6 +193,8 @@ class SimActors:
     def _computing_mates(self, trial: Trial) -> list[Trial]:
         """The other trials on the trial's GPU with an iteration in flight."""
         ids = set(self.cluster.pool.neighbours(trial.trial_id))
+        if not ids:  # most trials run alone: no scan of every iteration in flight
+            return []
         return [t for t in self._iterations if t.trial_id in ids]
 
     def _timing(self, trial: Trial, width: float) -> Timing:
@@ -268,7 +271,7 @@ class SimActors:
         if sim.first_start is None:
             sim.first_start = begin
         end = self._task_at(trial, timing.seconds * noise)
-        self._iterations[trial] = _Iteration(begin, begin, timing.seconds * noise, noise, end)
+        self._iterations[trial] = _Iteration(begin, timing.seconds * noise, noise, end)
         self.cluster.set_active(trial.trial_id, timing.busy)
         self._events.push(end, RESULT, trial, actor.token)
         self._retime(self._computing_mates(trial))
@@ -316,14 +319,17 @@ class SimActors:
         return future
 
 
+@dataclass(slots=True)
 class _Iteration:
-    """An iteration in flight: when it began, since when its pace holds, the share of its
-    work left then, its seconds at that pace (noise included), its noise and its end."""
+    """An iteration in flight: when it began, its seconds at the pace it holds since ``since``
+    (noise included), its noise, its end, and the share of its work left at ``since``."""
 
-    __slots__ = ("begin", "since", "seconds", "noise", "end", "left")
+    begin: float
+    seconds: float
+    noise: float
+    end: float
+    since: float = field(init=False)
+    left: float = 1.0
 
-    def __init__(self, begin: float, since: float, seconds: float, noise: float,
-                 end: float) -> None:
-        self.begin, self.since, self.seconds, self.noise, self.end = (begin, since, seconds,
-                                                                       noise, end)
-        self.left = 1.0
+    def __post_init__(self) -> None:
+        self.since = self.begin

@@ -302,9 +302,8 @@ class SimController:
             return  # the actor this event belonged to is gone
         if kind == START:
             self._actor_started(trial)
-        elif kind == RESULT:
-            if self._actors.due(trial):
-                self._on_training_result(trial)
+        elif kind == RESULT and self._actors.due(trial):
+            self._on_training_result(trial)
         elif kind == SAVED:
             self._decisions.on_saving_result(trial)
         elif kind == RESTORED:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+from dataclasses import replace as replaced
 
 import pytest
 from ray.tune.schedulers import FIFOScheduler
@@ -11,6 +12,7 @@ from ray.tune.schedulers import FIFOScheduler
 from fluid.core import PolicyConfig, TrialSpec, Tunables, simulate_group
 from fluid.sim import (
     ALGORITHMS,
+    Hardware,
     RestartCosts,
     SimClock,
     SimCluster,
@@ -20,6 +22,7 @@ from fluid.sim import (
     run_experiment,
 )
 from fluid.sim.replay import RecordedTrial, TrialListSearch, replay_workload
+from fluid.sim.truth import iteration_time
 from tests.tune.base_schedulers import ExploitedWhileSaving
 
 FIG5 = [4.0, 4.0, 12.0, 30.0]
@@ -189,11 +192,6 @@ def test_a_packed_iteration_runs_at_the_pace_of_the_mates_computing_beside_it():
     # beside the second until that one ends, alone until the third starts, then beside it.
     # An iteration over which its mate changes takes the time of each stretch at its own
     # pace: a blend of those paces, not the one at its start.
-    from dataclasses import replace as replaced
-
-    from fluid.sim import Hardware
-    from fluid.sim.truth import iteration_time
-
     cifar = get_workload("cifar10", Hardware.preset("h100"))
     configs = [{**cifar.default_config, "batch_size": b} for b in (256, 128, 256)]
     models = [cifar.trial_model(c) for c in configs]
