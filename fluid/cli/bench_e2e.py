@@ -5,9 +5,12 @@ trials (``fluid.train.modeled``: they sleep for what their shape would take on a
 result is about scheduling, not GPU speed) run twice each: plain Tune (one trial per GPU) and
 ``FluidExecutor``. The simulator (``fluid.sim``) predicts both runs of each job with the same
 configs; its cost per (re)start of a trial is what Fluid measured its resizes to cost in
-this run (``eps``; without a resize, a trial's life beyond its training in the plain Tune run),
-and each run's own measured experiment set-up and tear-down are added, so the prediction
-includes Ray's own costs. ``speedup_without_setup`` leaves set-up and tear-down out of both
+this run (``restart_s``; without a resize, a trial's life beyond its training in the plain Tune
+run), and each run's own measured experiment set-up and tear-down are added, so the
+prediction includes Ray's own costs. The simulated Fluid is told the resize cost the real one's
+decisions rested on (``eps_s``: its resizes', else its least contended trial start's; on a
+loaded machine a start takes tens of seconds, and the real Fluid then resizes nothing), so it
+takes the run's decisions. ``speedup_without_setup`` leaves set-up and tear-down out of both
 runs (on this machine a plain Tune run's first trial starts several seconds later than
 Fluid's, which would otherwise count for Fluid). Printed: wall-clock makespan of each run, the
 measured and the predicted speedup, and Fluid's own overhead (time in its hooks, resizes).
@@ -125,7 +128,8 @@ def _run(job: str, executor: str, t1: list[float], iters: int, storage: str) -> 
                            **ray_costs(analysis, wall0, makespan)}
     if fluid is not None:
         out.update(hook_seconds=fluid.hook_seconds, resizes=fluid.resizes,
-                   restart_s=fluid.eps if fluid.estimator.eps_samples else None)
+                   restart_s=fluid.eps if fluid.estimator.eps_samples else None,
+                   eps_s=fluid.eps)
     return out
 
 
@@ -185,12 +189,21 @@ def _job(job: str, t1: list[float], iters: int, gpus: int, storage: str) -> dict
     for executor in ("tune", "fluid"):
         print(f"{job}: {executor} ...", file=sys.stderr, flush=True)
         runs[executor] = _run(job, executor, t1, iters, storage)
+    return compare_runs(job, runs, t1, iters, gpus)
+
+
+def compare_runs(job: str, runs: dict[str, dict[str, Any]], t1: list[float], iters: int,
+                 gpus: int) -> dict[str, Any]:
+    """A job's two measured ``runs`` (``"tune"``, ``"fluid"``: what ``_run`` returns) beside
+    what the simulator predicts of each, given the costs the runs measured."""
     plain, restart = runs["tune"], runs["fluid"]["restart_s"]
     start_s = plain["trial_overhead_s"] if restart is None else restart
     # The simulator predicts from the first trial start to the last result; each run's own
     # measured set-up and tear-down (Ray's, not modelled) are added to it.
+    told = {"alpha": ALPHA, "beta": BETA, "eps": runs["fluid"]["eps_s"]}
     predicted = {ex: t + runs[ex]["setup_s"] + runs[ex]["teardown_s"]
-                 for ex, t in predict_modeled(job, t1, iters, gpus, start_s).items()}
+                 for ex, t in predict_modeled(job, t1, iters, gpus, start_s, fluid_options=told)
+                 .items()}
     trained = {ex: r["makespan"] - r["setup_s"] - r["teardown_s"] for ex, r in runs.items()}
     return {
         "tune": runs["tune"], "fluid": runs["fluid"],
@@ -199,6 +212,7 @@ def _job(job: str, t1: list[float], iters: int, gpus: int, storage: str) -> dict
         "simulated": predicted,
         "simulated_speedup": predicted["tune"] / predicted["fluid"],
         "simulated_restart_s": start_s,
+        "simulated_eps_s": told["eps"],
     }
 
 

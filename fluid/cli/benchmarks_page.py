@@ -330,7 +330,9 @@ def real_runs(res: Results) -> list[str]:
     lines = ["## Real runs: plain Tune against Fluid on a local Ray instance", "",
              "Modeled trials (`fluid.train.modeled`) on logical GPUs, a grid and a HyperBand "
              "job under both executors, beside what the simulator predicts for each; "
-             "`--load 2` runs two busy processes beside.", "",
+             "`--load 2` runs two busy processes beside. Fluid's eps is the resize cost its "
+             "decisions rested on (its resizes', else its least contended trial start's); the "
+             "simulated Fluid is told it.", "",
              *res.provenance(["e2e", "e2e-load2"], "fluid bench e2e --quick [--load 2] --json"),
              ""]
     rows = []
@@ -339,10 +341,11 @@ def real_runs(res: Results) -> list[str]:
         for job, j in (out or {}).get("jobs", {}).items():
             rows.append([f"{job}, {load}", f"{j['tune']['makespan']:.1f}",
                          f"{j['fluid']['makespan']:.1f}", f"{j['speedup']:.2f}x",
-                         f"{j['simulated_speedup']:.2f}x", str(j["fluid"].get("resizes", "-"))])
+                         f"{j['simulated_speedup']:.2f}x", str(j["fluid"].get("resizes", "-")),
+                         f"{j['fluid']['eps_s']:.1f}" if "eps_s" in j["fluid"] else "-"])
     if rows:
         lines += table(["job", "plain Tune s", "Fluid s", "speedup", "simulated speedup",
-                        "resizes"], rows) + [""]
+                        "resizes", "Fluid's eps s"], rows) + [""]
     load = res.get("load")
     lines += ["## Load: many short trials", "",
               "Zero-work trials on logical GPUs: Fluid's overhead on the driver.", "",
