@@ -42,7 +42,6 @@ def test_a_margin_of_many_restarts_makes_the_cliff() -> None:
     assert np.abs(np.diff(gains)).max() > 0.15
 
 
-
 def measured(eps: float, restart: float | None) -> dict[str, dict]:
     """The two runs of a job as ``_run`` reports them (set-up and tear-down left out)."""
     ray = {"makespan": 70.0, "trials": 7, "trial_overhead_s": 0.45, "setup_s": 0.0,
