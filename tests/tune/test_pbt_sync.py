@@ -7,6 +7,16 @@ checkpoint (the trainable reports whose checkpoint it restored), and there are e
 such restores as PBT reports perturbations. Whatever the timing of the run, none of this can
 change; what it reaches can (PBT's decisions depend on which member reports first), so the
 test does not compare scores with a plain Tune run.
+
+PBT must exploit at least once whatever the timing, or the test proves nothing about exploits.
+Asynchronous PBT exploits a member that reports in the lower half of the running and paused
+members, from a donor of the upper half that was in the upper half at its own last report (the
+first member to report, alone, never is). With more members than GPUs, PBT pauses a member at
+each perturbation while another waits and restarts the least trained first, so the members
+report in rounds. With their q 1.3 apart, the worst member's score in round 3 (6 q0) is below
+the round-2 scores of four others (4 q0 1.3**j, j >= 2), and the best three were in the upper
+half when they last reported: the worst member is exploited in round 3 at the latest (ITERS
+gives three rounds).
 """
 
 from __future__ import annotations
@@ -23,7 +33,8 @@ from tests.tune.trainables import modeled
 
 #: ITERS is not a multiple of INTERVAL: a member exploited at its last perturbation still
 #: reports an iteration after restoring the donor's checkpoint.
-INTERVAL, ITERS, POPULATION = 2, 5, 6
+INTERVAL, ITERS, POPULATION = 2, 7, 6
+QS = [1.3**j for j in range(POPULATION)]
 
 
 class Results(Callback):
@@ -47,8 +58,8 @@ def test_fluid_runs_pbt_as_plain_tune(ray4, tmp_path, synch):
     fluid = FluidExecutor(pbt, cpus_per_trial=0.1, cpus_per_worker=0.1, eps=0.2)
     analysis = tune.run(
         modeled,  # checkpoints every iteration; reports whose checkpoint it restored
-        config={"q": tune.uniform(0.5, 2.0), "t": 0.3, "iters": ITERS},
-        num_samples=POPULATION, trial_executor=fluid, callbacks=[results],
+        config={"q": tune.grid_search(QS), "t": 0.3, "iters": ITERS},
+        trial_executor=fluid, callbacks=[results],
         storage_path=str(tmp_path), verbose=0,
     )
     assert {t.status for t in analysis.trials} == {"TERMINATED"}
