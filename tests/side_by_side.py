@@ -24,7 +24,7 @@ def run_at_once(commands: dict[str, tuple[list[str], Path]],
 
     Each process writes its output to a file of its own: a pipe read only once the process
     before it ended would block the later ones as soon as their output filled it (64 KiB),
-    which made the more verbose run of a pair wait for the other."""
+    and the more verbose run of a pair would wait for the other."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     # A bare ray.init() joins the cluster named in RAY_ADDRESS or in
