@@ -20,7 +20,8 @@ class ASHAScheduler(TrialGroupMixin, _RayASHAScheduler):
     ASHA has no iteration boundary, so its group is the trials admitted now; a trial's budget
     is its next rung milestone (``max_t`` past the last), refreshed as it passes each rung,
     in ASHA's ``time_attr`` (fractional milestones included). Its ``priority`` is the number of
-    rungs it was promoted past: Fluid never packs a promoted trial.
+    rungs it was promoted past: Fluid packs a promoted trial only where packing is measured
+    free (``Tunables.priority_alpha``).
     """
 
     def _declare(self, trial: Trial, progress: float, result: dict | None = None) -> None:

@@ -32,7 +32,8 @@ class RungGroups:
     on anything outside the scheduler (an ``id()``-based name did both wrong).
 
     A rung's survivors carry the rung's index as their ``priority`` (the first rung 0): they
-    are what the next rung waits on, so Fluid never packs them.
+    are what the next rung waits on, so Fluid packs them only where packing is measured free
+    (``Tunables.priority_alpha``).
     """
 
     def __init__(self) -> None:

@@ -52,9 +52,10 @@ class TrialGroup:
             algorithm gave it (may be fractional).
         priority: ``{trial_id: int}``, what the algorithm waits on: its rung (0: the first
             rung, a fresh trial; > 0: promoted, a survivor a synchronous rung waits on). A
-            trial of priority > 0 is never packed and never slower than alone on one GPU
-            unless its own measured ``alpha_i`` says packing gains; higher priorities start
-            first. Missing trials have priority 0.
+            trial of priority > 0 runs alone, never slower than on one GPU, unless packing
+            is measured free for it (its own ``alpha_i``, else the experiment's measured
+            ``alpha``, below ``Tunables.priority_alpha``); higher priorities start first.
+            Missing trials have priority 0.
     """
 
     trials: list[Trial]

@@ -124,7 +124,7 @@ class TrialRecord:
     min_share: float | None = None  # least GPU share it fits in (it ran out of memory below)
     own_alpha: tuple[float, int] | None = None  # (its own alpha_i, samples it rests on)
     own_beta: tuple[float, int] | None = None  # (its own beta_i, samples it rests on)
-    priority: int = 0  # what the algorithm waits on: > 0 never packed (a promoted trial)
+    priority: int = 0  # what the algorithm waits on: > 0 leads (a promoted trial, ``is_leader``)
     budget_resizes: int = 0  # resizes since its budget (rung) last changed
     probe: bool = False  # started packed to measure packing (``_probes``)
     extras: Extras | None = None  # its request's resources beside CPUs and GPUs (kept)
