@@ -29,7 +29,7 @@ class RungGroups:
     A rung's group is named by the bracket's index among those this object has seen
     (numbered as they are first seen) and the rung's milestone ``r``; ``FluidExecutor`` joins
     groups of the same name, so the name must be unique among live brackets and must not depend
-    on anything outside the scheduler (an ``id()``-based name did both wrong).
+    on anything outside the scheduler (an ``id()``-based name would do both wrong).
 
     A rung's survivors carry the rung's index as their ``priority`` (the first rung 0): they
     are what the next rung waits on, so Fluid packs them only where packing is measured free
