@@ -3,7 +3,8 @@
 * ``fluid.core`` imports numpy and the standard library only, ``fluid.shapes`` ``fluid.core``
   and the standard library only;
 * nothing in ``fluid`` imports ``experiments`` (scripts that use fluid, never used by it);
-* ``fluid.sim`` does not import ``fluid.cli`` (the command line sits on top of the simulator);
+* ``fluid.sim`` and ``fluid.dropin`` do not import ``fluid.cli`` (the command line sits on top
+  of the simulator and of the drop-in suite);
 * what runs inside a trial (``fluid.train``, ``fluid.gpu``) does not import the driver's layers
   (``fluid.tune``, ``fluid.sim``, ``fluid.cli``), and ``fluid.tune`` not the simulator's;
 * Ray-private names and modules are imported by ``fluid.tune._ray_compat`` only, and Ray's
@@ -112,6 +113,8 @@ def test_nothing_in_fluid_imports_experiments() -> None:
         ("fluid.train", "fluid.cli"),
         ("fluid.gpu", "fluid.tune"),
         ("fluid.gpu", "fluid.sim"),
+        ("fluid.dropin", "fluid.sim"),
+        ("fluid.dropin", "fluid.cli"),
     ],
 )
 def test_lower_layers_do_not_import_upper_ones(layer: str, forbidden: str) -> None:

@@ -32,7 +32,8 @@ from fluid.core.static import static_fluid
 #: Modules with a ``register(subparsers)`` for more ``fluid bench`` targets (sim, e2e, load, gpu,
 #: doc).
 TARGETS: tuple[str, ...] = ("fluid.cli.bench_sim", "fluid.cli.bench_e2e", "fluid.cli.bench_load",
-                            "fluid.cli.bench_gpu", "fluid.cli.bench_doc")
+                            "fluid.cli.bench_gpu", "fluid.cli.bench_doc",
+                            "fluid.cli.bench_dropin")
 
 TRIAL_COUNTS = (10, 100, 1000, 10000)
 GPU_COUNTS = (8, 64, 512)

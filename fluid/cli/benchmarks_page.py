@@ -58,6 +58,7 @@ def _benchmarks() -> dict[str, tuple[str, ...]]:
         "e2e": ("bench", "e2e", "--quick", "--json"),
         "e2e-load2": ("bench", "e2e", "--quick", "--load", "2", "--json"),
         "load": ("bench", "load", "--trials", "200", "--json"),
+        "dropin": ("bench", "dropin", "--json"),
         "paper": ("simulate", "--paper", "--seeds", "10"),
     }
 
@@ -378,9 +379,11 @@ def paper(res: Results) -> list[str]:
 
 def page(res: Results) -> str:
     """docs/benchmarks.md from ``res``."""
+    from fluid.cli.bench_dropin import page_section as dropin
+
     parts = [*INTRO.splitlines(), ""]
     for section in (figure7, ceiling, no_profile, grids, paper, policy_and_simulator, validation,
-                    real_runs):
+                    real_runs, dropin):
         parts += section(res)
     wrapped = [line if line.startswith("|") else textwrap.fill(line, 96, break_long_words=False,
                                                                  break_on_hyphens=False)

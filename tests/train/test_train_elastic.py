@@ -36,25 +36,24 @@ def _wait_no_workers(timeout_s: float = 20.0) -> list:
 SHAPES = {"packed": packed(), "gang2": gang(2), "gang2_fail": gang(2)}
 
 
-@pytest.fixture(scope="module")
-def runs(ray4x4, tmp_path_factory):
-    """Three trials at once (saves minutes of process start-up on a 2-core box; ``ray4x4``'s
-    4 logical CPUs hold their 3.5 CPUs of bundles): the
-    uninterrupted 1-worker reference, the same config on a 2-worker gang, and a gang
-    whose rank 1 raises. Returns {case: (results in order, trial error)}."""
+def _fit(cases: list[str], directory: str) -> dict:
+    """The trials of ``cases`` at once (saves minutes of process start-up on a 2-core box;
+    ``ray4x4``'s 4 logical CPUs hold their bundles): ``packed``, the uninterrupted 1-worker
+    reference; ``gang2``, the same config on a 2-worker gang; ``gang2_fail``, a gang whose
+    rank 1 raises. Returns {case: (results in order, trial error)}."""
     log = ResultLog()
     grid = fit(
         ft.elastic(mlp_loop),
         lambda config: SHAPES[config["case"]],
         {
             "iterations": ITERS,
-            "case": tune.grid_search(list(SHAPES)),
+            "case": tune.grid_search(cases),
             "fail_rank": tune.sample_from(
                 lambda spec: 1 if spec.config.case.endswith("fail") else None
             ),
             "fail_at": 1,
         },
-        str(tmp_path_factory.mktemp("runs")),
+        directory,
         callbacks=[log],
     )
     out = {}
@@ -65,8 +64,14 @@ def runs(ray4x4, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(runs):
-    results, error = runs["packed"]
+def runs(ray4x4, tmp_path_factory):
+    """The two gangs (slow tests only)."""
+    return _fit(["gang2", "gang2_fail"], str(tmp_path_factory.mktemp("runs")))
+
+
+@pytest.fixture(scope="module")
+def reference(ray4x4, tmp_path_factory):
+    results, error = _fit(["packed"], str(tmp_path_factory.mktemp("reference")))["packed"]
     assert error is None
     return results
 

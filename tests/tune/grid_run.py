@@ -1,9 +1,6 @@
 """A grid experiment on 4 logical GPUs under plain Tune and under Fluid at once, each in a
 process of its own on a Ray cluster of its own (``tests.side_by_side``), for the tests that
-compare their wall times: on 2 shared cores a Ray actor's start costs about a second of CPU,
-so one run after the other compares the load of two moments as much as the two runs (in one
-CI run, plain Tune took 50.9 s and Fluid 59.4 s one after the other, where side by side under
-one load Fluid takes 0.8x of plain Tune).
+compare what the two runs did: at once, the pair takes about the time of one run.
 
 ``run_both(directory, spec)`` runs ``python -m tests.tune.grid_run tune|fluid OUT SPEC`` both
 ways. ``SPEC`` (JSON): ``trials``, the grid's size; ``config``, every trial's config beside
@@ -12,11 +9,10 @@ trainable, ``fluid.train.modeled``) or ``"ordinary"`` (``tests.tune.trainables.m
 trainable Fluid knows nothing of), asking for one GPU and 0.1 CPU; ``fluid``: keyword
 arguments of ``FluidExecutor`` besides ``cpus_per_trial=0.1``.
 
-What each run showed (``OUT``, JSON): ``wall_s`` (of ``tune.run``), and per trial in grid
-order its ``status``, ``rows`` (results) and ``least_gpus`` (the fewest GPUs a result of it
-ran on); under Fluid also its packing ``estimates`` (the plan log's entries, each saying
-whether it ``decided`` packing), ``probes`` and
-``probe_pairs``, and ``start``, ``packed`` and ``end``: when the first trial started, the
+What each run showed (``OUT``, JSON): per trial in grid order its ``status``, ``rows``
+(results) and ``least_gpus`` (the fewest GPUs a result of it ran on); under Fluid also its
+packing ``estimates`` (the plan log's entries, each saying whether it ``decided`` packing),
+``probes`` and ``probe_pairs``, and ``start``, ``packed`` and ``end``: when the first trial started, the
 first packed one started (null if none did) and the last ended, from Fluid's shape timelines.
 """
 
@@ -24,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import ray
@@ -72,12 +67,10 @@ def main(mode: str, out: str, spec: dict) -> None:
     config = {**spec["config"], "n": tune.grid_search(list(range(spec["trials"])))}
     ex = (FluidExecutor(cpus_per_trial=0.1, **spec.get("fluid", {})) if mode == "fluid"
           else None)
-    start = time.monotonic()
     analysis = tune.run(trainable, config=config, trial_executor=ex, storage_path=out + ".d",
                         verbose=0)
     frames = [analysis.trial_dataframes[t.trial_id] for t in analysis.trials]
-    figures = {"wall_s": time.monotonic() - start,
-               "status": [t.status for t in analysis.trials],
+    figures = {"status": [t.status for t in analysis.trials],
                "rows": [len(f) for f in frames],
                "least_gpus": [float(min(f["gpus"])) for f in frames]}
     if ex is not None:

@@ -36,7 +36,7 @@ def test_cluster_without_gpus_waits_for_them(ray_cpu_only, tmp_path, caplog):
 
 
 def test_trials_without_gpu_run_on_a_cluster_without_gpus(ray_cpu_only, tmp_path, caplog):
-    from tests.dropin.scripts import cpu_trial
+    from fluid.dropin.scripts import cpu_trial
 
     with caplog.at_level(logging.WARNING, logger="fluid"):
         analysis = tune.run(cpu_trial, config={"q": tune.grid_search([0.5, 1.0]), "t": 0.1},

@@ -114,23 +114,21 @@ def test_a_one_gpu_request_is_packed_once_packing_is_measured_cheap(ray4x4, tmp_
 @pytest.mark.slow
 def test_a_one_gpu_script_under_fluid_ends_sooner_than_under_plain_tune(tmp_path):
     """The typical script, ``with_resources(train, {"gpu": 1})``, no Fluid option: Fluid
-    measures packing on its first trials, packs the rest, and the run ends sooner than plain
-    Tune's (one trial per GPU) with the same trials and the same results. Side by side under
-    one load (``tests.tune.grid_run``)."""
+    measures packing on its first trials and packs the rest, with the same trials and the
+    same results as plain Tune (one trial per GPU). ``fluid bench e2e`` times such a grid."""
     runs = run_both(tmp_path, {"trainable": "ordinary", "trials": 12,
                                "config": {"t": 2.0, "iters": 5}})
     for run in runs.values():
         assert run["status"] == ["TERMINATED"] * 12 and run["rows"] == [5] * 12
     assert min(runs["fluid"]["least_gpus"]) < 1, "Fluid never packed the one-GPU requests"
-    assert runs["fluid"]["wall_s"] < runs["tune"]["wall_s"], {m: r["wall_s"] for m, r in runs.items()}
 
 
 @pytest.mark.slow
-def test_a_grid_of_cheap_packing_packs_after_its_first_wave_and_ends_sooner(tmp_path):
+def test_a_grid_of_cheap_packing_packs_after_its_first_wave(tmp_path):
     """A grid under FIFO: its answer comes with its last trial. Packing costs each trial 1.25x
     (a pair runs 1.6x one trial's throughput, too costly to pack a trial that may reach a
-    target): the first wave runs alone as under plain Tune, the rest packs, and the grid
-    ends sooner. Side by side under one load (``tests.tune.grid_run``)."""
+    target): the first wave runs alone as under plain Tune and the rest packs (``fluid bench
+    e2e`` times such a grid)."""
     runs = run_both(tmp_path, {"trainable": "modeled_trainable", "trials": 12,
                                "config": {"t1": 2.0, "iters": 8, "alpha": 1.25},
                                "fluid": {"alpha": 1.25}})
@@ -139,7 +137,6 @@ def test_a_grid_of_cheap_packing_packs_after_its_first_wave_and_ends_sooner(tmp_
     least = runs["fluid"]["least_gpus"]
     assert least[:4] == [1.0] * 4, least  # the first wave, one GPU each
     assert min(least[4:]) == 0.5, least
-    assert runs["fluid"]["wall_s"] < runs["tune"]["wall_s"], {m: r["wall_s"] for m, r in runs.items()}
 
 
 def test_resize_requests_opt_in_resizes_and_warns(ray4x4, tmp_path, caplog):

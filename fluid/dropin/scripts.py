@@ -1,12 +1,15 @@
-"""User scripts as Ray's docs and other libraries write them, with no Fluid mark.
+"""User scripts as Ray's docs and other libraries write them, with no Fluid mark: the
+trainables of the drop-in suite (``fluid.dropin.suite``) and of ``fluid bench dropin``.
 
-Each trainable reports, besides its metric, what the conformance suite compares:
+Each trainable reports, besides its metric, what the suite compares:
 
 * ``trial_gpus``: the GPUs of the placement group it runs in (``tune.get_context()``), and
-  ``gpu_ids``: how many GPU ids Ray gave its process (none for a trial that asked for none);
-* ``at_once``: the most trials it saw running at once (``rendezvous``: each trial keeps a
-  marker file in a shared folder while it runs, and waits up to ``wait_s`` seconds at its
-  start for ``expect`` markers, so the count does not hang on how fast actors start).
+  ``gpu_ids``: how many GPU ids Ray gave its process (none for a trial that asked for none).
+
+Where a run counts the trials at once (``fluid bench dropin``), each trial keeps a marker
+file in a shared folder while it runs and waits up to ``wait_s`` seconds at its start for
+``expect`` markers (``rendezvous``), so that the count is of what the cluster holds at once,
+not of how fast actors start.
 
 The metric ``score`` is ``q * iteration``: deterministic, so the best config is the one with
 the largest ``q`` under any scheduler that lets it run to its end.
@@ -27,20 +30,16 @@ from ray.tune import Checkpoint
 from fluid.shapes.bundles import width_of
 
 
-def rendezvous(config: dict) -> int:
-    """Mark this trial running and wait (bounded) until ``expect`` trials are; the most seen."""
+def rendezvous(config: dict) -> None:
+    """Mark this trial running and wait (bounded by ``wait_s``) until ``expect`` trials are."""
     folder = config.get("rendezvous")
     if not folder:
-        return 0
+        return
     open(os.path.join(folder, tune.get_context().get_trial_id()), "w").close()
     deadline = time.monotonic() + config.get("wait_s", 60.0)
-    seen = 0
-    while time.monotonic() < deadline:
-        seen = max(seen, len(os.listdir(folder)))
-        if seen >= config.get("expect", 1):
-            break
+    while (time.monotonic() < deadline
+           and len(os.listdir(folder)) < config.get("expect", 1)):
         time.sleep(0.05)
-    return seen
 
 
 def leave(config: dict) -> None:
@@ -66,14 +65,14 @@ def function_trial(config: dict) -> None:
     if checkpoint:
         with checkpoint.as_directory() as d, open(os.path.join(d, "state.json")) as f:
             start = json.load(f)["it"]
-    at_once = rendezvous(config)
+    rendezvous(config)
     try:
         for it in range(start + 1, config.get("iters", 3) + 1):
             time.sleep(config.get("t", 0.2))
             with tempfile.TemporaryDirectory() as d:
                 with open(os.path.join(d, "state.json"), "w") as f:
                     json.dump({"it": it}, f)
-                tune.report({"score": config["q"] * it, "at_once": at_once, **where()},
+                tune.report({"score": config["q"] * it, **where()},
                             checkpoint=Checkpoint.from_directory(d))
     finally:
         leave(config)
@@ -81,11 +80,11 @@ def function_trial(config: dict) -> None:
 
 def cpu_trial(config: dict) -> None:
     """A CPU trial (scikit-learn or XGBoost style): no checkpoint, Tune's default request."""
-    at_once = rendezvous(config)
+    rendezvous(config)
     try:
         for it in range(1, config.get("iters", 3) + 1):
             time.sleep(config.get("t", 0.2))
-            tune.report({"score": config["q"] * it, "at_once": at_once, **where()})
+            tune.report({"score": config["q"] * it, **where()})
     finally:
         leave(config)
 
