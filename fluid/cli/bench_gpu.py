@@ -114,12 +114,18 @@ def packing_alpha(points: list[dict[str, Any]], batch: int) -> float | None:
     return fit_alpha({1: 1.0, 2: 2.0 / best["throughput_ratio"]})
 
 
+#: Linux keeps a process's name (``/proc/PID/comm``) to its first 15 characters.
+COMM_LEN = 15
+
+
 def mps_processes_left() -> int:
-    """How many MPS control daemons or servers run on this machine now (from ``/proc``)."""
+    """How many MPS control daemons or servers run on this machine now (from ``/proc``, by
+    their names as Linux keeps them: ``nvidia-cuda-mps`` for both)."""
+    names = {name[:COMM_LEN] for name in MPS_PROCESSES}
     count = 0
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (entry / "comm").read_text().strip() in MPS_PROCESSES:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() in names:
                 count += 1
         except OSError:
             continue  # the process ended meanwhile, or is not ours to read

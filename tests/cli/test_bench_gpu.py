@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,25 @@ def test_the_simulator_gets_alpha_of_the_pair_fluid_would_run() -> None:
     # A pair measured faster than two alone (2.048x on a loaded CPU) is noise: alpha 1, which
     # the simulator accepts, not 0.977, which it refuses.
     assert packing_alpha([point(128, "time-slicing", 2.048)], 128) == 1.0
+
+
+@pytest.mark.parametrize("name", ["nvidia-cuda-mps-control", "nvidia-cuda-mps-server"])
+def test_a_daemon_left_is_counted_by_its_name_as_linux_keeps_it(tmp_path: Path, name: str) -> None:
+    from fluid.cli.bench_gpu import mps_processes_left
+
+    before = mps_processes_left()
+    standin = tmp_path / name  # a process of the daemon's name: Linux keeps 15 characters
+    standin.write_bytes(Path("/bin/sleep").read_bytes())
+    standin.chmod(0o755)
+    proc = subprocess.Popen([str(standin), "60"])
+    comm = Path(f"/proc/{proc.pid}/comm")
+    try:
+        for _ in range(200):  # Popen may return before the exec has renamed the process
+            if comm.read_text().strip() == name[:15]:
+                break
+            time.sleep(0.05)
+        assert mps_processes_left() == before + 1
+    finally:
+        proc.kill()
+        proc.wait()
+    assert mps_processes_left() == before
