@@ -76,31 +76,37 @@ def selected(only: str, scripts: list[Any], examples: list[str]) -> tuple[list[A
     return [s for s in scripts if s.name in wanted], [e for e in examples if e in wanted]
 
 
-def row(name: str, walls: tuple[float, float], at_once: tuple[int, int],
-        held: tuple[float, float], iterations: tuple[int, int],
-        bounds: list[tuple[str, bool]]) -> dict[str, Any]:
-    """One script's figures, plain Tune's first in each pair."""
-    return {"script": name, "tune_wall_s": walls[0], "fluid_wall_s": walls[1],
-            "ratio": walls[1] / walls[0] if walls[0] else None,
-            "tune_at_once": at_once[0], "fluid_at_once": at_once[1],
-            "tune_held_s": held[0], "fluid_held_s": held[1],
-            "tune_iterations": iterations[0], "fluid_iterations": iterations[1],
+def row(name: str, plain: Any, fluid: Any, bounds: list[tuple[str, bool]]) -> dict[str, Any]:
+    """One script's figures from its pair of runs (each with ``wall_s`` and ``seen``: a
+    ``fluid.dropin.suite.Outcome`` or a ``fluid.dropin.ray_examples.ExampleRun``)."""
+    return {"script": name, "tune_wall_s": plain.wall_s, "fluid_wall_s": fluid.wall_s,
+            "ratio": fluid.wall_s / plain.wall_s if plain.wall_s else None,
+            "tune_at_once": plain.seen.at_once, "fluid_at_once": fluid.seen.at_once,
+            "tune_held_s": plain.seen.held_most_s(), "fluid_held_s": fluid.seen.held_most_s(),
+            "tune_iterations": plain.seen.iterations,
+            "fluid_iterations": fluid.seen.iterations,
             "bounds": [{"bound": b, "ok": ok} for b, ok in bounds],
             "ok": all(ok for _b, ok in bounds)}
 
 
-def script_bounds(script: Any, problems: list[str], walls: tuple[float, float],
-                  at_once: tuple[int, int]) -> list[tuple[str, bool]]:
+def _completes(problems: list[str]) -> tuple[str, bool]:
+    """The bound every pair of runs has: the behaviour checks found nothing."""
+    said = "" if not problems else f" ({'; '.join(problems)[:300]})"
+    return "each run completes each iteration once" + said, not problems
+
+
+def script_bounds(script: Any, problems: list[str], plain: Any,
+                  fluid: Any) -> list[tuple[str, bool]]:
     """The bounds of one drop-in script's pair of runs."""
-    bounds = [("each run completes each iteration once" + (
-        "" if not problems else f" ({'; '.join(problems)[:300]})"), not problems)]
+    tune_at_once, fluid_at_once = plain.seen.at_once, fluid.seen.at_once
+    bounds = [_completes(problems)]
     if script.expect:
-        bounds.append((f"plain Tune runs {script.expect} at once", at_once[0] == script.expect))
-        bounds.append((f"Fluid runs at least as many at once as plain Tune ({at_once[0]})",
-                       at_once[1] >= at_once[0]))
+        bounds.append((f"plain Tune runs {script.expect} at once", tune_at_once == script.expect))
+        bounds.append((f"Fluid runs at least as many at once as plain Tune ({tune_at_once})",
+                       fluid_at_once >= tune_at_once))
     if script.wall_bound is not None:
         bounds.append((f"Fluid's wall at most {script.wall_bound:g}x plain Tune's",
-                       walls[1] <= script.wall_bound * walls[0]))
+                       fluid.wall_s <= script.wall_bound * plain.wall_s))
     return bounds
 
 
@@ -111,8 +117,7 @@ def example_bounds(problems: list[str], plain: Any, fluid: Any) -> list[tuple[st
     held = plain.seen.at_once_for(HELD_S)
     work = max(1.0, fluid.seen.iterations / max(1, plain.seen.iterations))
     limit = EXAMPLE_WALL * plain.wall_s * work + EXAMPLE_SLACK_S
-    return [("each run completes each iteration once" + (
-                "" if not problems else f" ({'; '.join(problems)[:300]})"), not problems),
+    return [_completes(problems),
             (f"Fluid runs at least as many at once as plain Tune held for {HELD_S:g} s ({held})",
              fluid.seen.at_once >= held),
             (f"Fluid's wall at most {limit:.1f} s ({EXAMPLE_WALL:g}x plain Tune's x {work:.2f} "
@@ -133,12 +138,8 @@ def _run_scripts(scripts: list[Any], storage: Path) -> list[dict[str, Any]]:
             _log(f"[{i}/{len(scripts)}] {script.name}: plain Tune, then Fluid ...")
             plain = run_script(script, False, storage, count_at_once=True)
             fluid = run_script(script, True, storage, count_at_once=True)
-            walls = (plain.wall_s, fluid.wall_s)
-            at_once = (plain.seen.at_once, fluid.seen.at_once)
-            bounds = script_bounds(script, script_problems(script, plain, fluid), walls, at_once)
-            rows.append(row(script.name, walls, at_once,
-                            (plain.seen.held_most_s(), fluid.seen.held_most_s()),
-                            (plain.seen.iterations, fluid.seen.iterations), bounds))
+            bounds = script_bounds(script, script_problems(script, plain, fluid), plain, fluid)
+            rows.append(row(script.name, plain, fluid, bounds))
     return rows
 
 
@@ -151,10 +152,7 @@ def _run_examples(examples: list[str], storage: Path) -> list[dict[str, Any]]:
         plain, fluid = (run_example(name, mode, storage / name, SUITE[name])
                         for mode in ("tune", "fluid"))
         bounds = example_bounds(example_problems(plain, fluid), plain, fluid)
-        rows.append(row(name, (plain.wall_s, fluid.wall_s),
-                        (plain.seen.at_once, fluid.seen.at_once),
-                        (plain.seen.held_most_s(), fluid.seen.held_most_s()),
-                        (plain.seen.iterations, fluid.seen.iterations), bounds))
+        rows.append(row(name, plain, fluid, bounds))
     return rows
 
 

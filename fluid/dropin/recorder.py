@@ -4,7 +4,7 @@ and how many trials were RUNNING at once and for how long (``Recorder``, kept as
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,13 +39,9 @@ class Seen:
 
     def repeats(self) -> dict[str, list[int]]:
         """Trial id -> the iterations a callback got more than once, where any."""
-        out = {}
-        for tid, rows in self.results.items():
-            its = [i for i, _tag in rows]
-            twice = sorted({i for i in its if its.count(i) > 1})
-            if twice:
-                out[tid] = twice
-        return out
+        counts = {tid: Counter(i for i, _tag in rows) for tid, rows in self.results.items()}
+        return {tid: sorted(i for i, n in c.items() if n > 1) for tid, c in counts.items()
+                if max(c.values(), default=0) > 1}
 
     def iteration_breaks(self) -> list[tuple[str, int, int]]:
         """``(trial, iteration, next)`` where a trial's next result is not the next iteration
@@ -76,19 +72,16 @@ class Recorder(Callback):
     """A Tune callback that records what a user's callback gets (``seen``)."""
 
     def __init__(self) -> None:
-        self.seen = Seen()
-        self._results: dict[str, list[list]] = defaultdict(list)
-        self._held: dict[int, float] = defaultdict(float)
+        self.seen = Seen(results=defaultdict(list), held_s=defaultdict(float))
         self._running = 0  # trials RUNNING at the last count, since self._since
         self._since: float | None = None
-        self.seen.results, self.seen.held_s = self._results, self._held
 
     def _count(self, trials: list, starting: Any = None) -> None:
         running = sum(t.status == "RUNNING" or t is starting for t in trials)
         self.seen.at_once = max(self.seen.at_once, running)
         now = time.monotonic()
         if self._since is not None:
-            self._held[self._running] += now - self._since
+            self.seen.held_s[self._running] += now - self._since
         self._running, self._since = running, now
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
@@ -103,8 +96,8 @@ class Recorder(Callback):
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
         self._count(trials)
-        self._results[trial.trial_id].append([int(result["training_iteration"]),
-                                              trial.experiment_tag])
+        self.seen.results[trial.trial_id].append([int(result["training_iteration"]),
+                                                  trial.experiment_tag])
         self.seen.shapes.append(result.get("fluid_shape"))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

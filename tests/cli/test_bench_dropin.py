@@ -36,27 +36,31 @@ def test_an_unknown_script_is_a_usage_error(capsys):
     assert "--only: unknown script nope" in capsys.readouterr().err
 
 
+def _example(wall_s: float, iterations: int, at_once: int, held: dict) -> ExampleRun:
+    seen = Seen({"a": "TERMINATED"}, {"a": [[i, "t"] for i in range(1, iterations + 1)]},
+                ["0 GPU"] * iterations, at_once, held)
+    return ExampleRun(0, wall_s, seen, "")
+
+
+def _pair(walls: tuple[float, float], at_once: tuple[int, int]) -> tuple[ExampleRun, ...]:
+    return tuple(_example(w, 1, n, {n: 1.0}) for w, n in zip(walls, at_once, strict=True))
+
+
 def test_a_counting_script_passes_only_where_fluid_runs_as_many_at_once_as_tune():
     cpu = SCRIPTS[0]
     assert cpu.expect == 6
-    held = bench_dropin.script_bounds(cpu, [], (10.0, 30.0), (6, 6))
+    held = bench_dropin.script_bounds(cpu, [], *_pair((10.0, 30.0), (6, 6)))
     assert [ok for _b, ok in held] == [True, True, True]  # no wall bound: ratio printed only
-    fewer = bench_dropin.script_bounds(cpu, [], (10.0, 9.0), (6, 5))
+    fewer = bench_dropin.script_bounds(cpu, [], *_pair((10.0, 9.0), (6, 5)))
     assert [ok for _b, ok in fewer] == [True, True, False]
-    broken = bench_dropin.script_bounds(cpu, ["fluid: hang"], (10.0, 9.0), (5, 6))
+    broken = bench_dropin.script_bounds(cpu, ["fluid: hang"], *_pair((10.0, 9.0), (5, 6)))
     assert [ok for _b, ok in broken] == [False, False, True]
     assert "(fluid: hang)" in broken[0][0]
 
 
 def test_the_ray_train_trial_is_bounded_at_one_and_a_half_times_tunes_wall():
-    assert bench_dropin.script_bounds(RAY_TRAIN, [], (10.0, 15.0), (2, 2))[-1][1]
-    assert not bench_dropin.script_bounds(RAY_TRAIN, [], (10.0, 15.5), (2, 2))[-1][1]
-
-
-def _example(wall_s: float, iterations: int, at_once: int, held: dict) -> ExampleRun:
-    seen = Seen({"a": "TERMINATED"}, {"a": [[i, "t"] for i in range(1, iterations + 1)]},
-                ["0 GPU"] * iterations, at_once, held)
-    return ExampleRun(0, wall_s, seen, "")
+    assert bench_dropin.script_bounds(RAY_TRAIN, [], *_pair((10.0, 15.0), (2, 2)))[-1][1]
+    assert not bench_dropin.script_bounds(RAY_TRAIN, [], *_pair((10.0, 15.5), (2, 2)))[-1][1]
 
 
 def test_an_example_is_bounded_by_tunes_wall_scaled_up_to_more_work_never_down():
@@ -78,9 +82,10 @@ def test_an_example_must_hold_as_many_at_once_as_tune_held_for_seconds():
 
 
 def _rows() -> list[dict]:
-    ok = bench_dropin.row("cpu", (10.0, 12.0), (6, 6), (3.0, 2.5), (18, 18),
+    ok = bench_dropin.row("cpu", _example(10.0, 18, 6, {6: 3.0}), _example(12.0, 18, 6, {6: 2.5}),
                           [("plain Tune runs 6 at once", True)])
-    bad = bench_dropin.row("ray-train", (10.0, 20.0), (2, 1), (5.0, 1.0), (2, 2),
+    bad = bench_dropin.row("ray-train", _example(10.0, 2, 2, {2: 5.0}),
+                           _example(20.0, 2, 1, {1: 1.0}),
                            [("Fluid's wall at most 1.5x plain Tune's", False)])
     return [ok, bad]
 
