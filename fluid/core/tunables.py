@@ -113,9 +113,14 @@ class Tunables:
             (another job, an unmarked Ray Train trainer's workers) before the plan leaves them
             out: a trial starting or stopping holds GPUs for a moment that Fluid's records do
             not show, and the cluster's use is read only every ``resources_refresh_s``.
-        gpu_memory_headroom: share of a GPU's memory, as NVML reports it, that packed trials'
-            peaks leave free (``gpu_memory`` not given): the MPS server's own memory, the
-            allocator's fragmentation, and a peak a trial reaches after it was measured.
+        gpu_memory_headroom: share of a GPU's free memory, as NVML reports it when the
+            experiment first uses its node, that packed trials' peaks leave free
+            (``gpu_memory`` not given): the MPS server's own memory, the allocator's
+            fragmentation, and a peak a trial reaches after it was measured.
+        pinned_memory_margin: share above a packed trial's measured peak that its MPS client
+            may pin (``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``): room for the variation of one
+            trial's peak between runs, so that only a trial that outgrows its place runs out
+            of memory (and is retried on a larger share), never its neighbour.
     """
 
     o_th: float = 0.4
@@ -149,6 +154,7 @@ class Tunables:
     outside_settle_s: float = 15.0
     oom_share_growth: float = 2.0
     gpu_memory_headroom: float = 0.1
+    pinned_memory_margin: float = 0.25
 
     def __post_init__(self) -> None:
         for name in ("o_th", "s_th", "makespan_o_th"):
@@ -180,6 +186,7 @@ class Tunables:
         check_number("outside_settle_s", self.outside_settle_s, 0, unit="seconds")
         check_number("oom_share_growth", self.oom_share_growth, 1, low_open=True)
         check_number("gpu_memory_headroom", self.gpu_memory_headroom, 0, 1, high_open=True)
+        check_number("pinned_memory_margin", self.pinned_memory_margin, 0)
 
 
 #: Every constant at its default, for the signatures that need a value (``PolicyConfig``,

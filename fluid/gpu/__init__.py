@@ -3,7 +3,7 @@
 Both degrade to a clear message on machines without a GPU.
 """
 
-from fluid.gpu.mps import MPSDaemon, MPSManager, client_env, thread_percentage
+from fluid.gpu.mps import MPSDaemon, MPSManager, client_env, client_state, thread_percentage
 from fluid.gpu.nvml import ClusterGPUSampler, GPURecord, GPUSampler, gpu_count, peak_gpu_memory
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "MPSDaemon",
     "MPSManager",
     "client_env",
+    "client_state",
     "gpu_count",
     "peak_gpu_memory",
     "thread_percentage",

@@ -1,26 +1,27 @@
 """NVIDIA MPS control daemons, one per GPU node, for packed (fractional-GPU) trials.
 
-`MPSManager` starts ``nvidia-cuda-mps-control -d`` on every GPU node through a small actor
-pinned to the node, with ``CUDA_MPS_PIPE_DIRECTORY`` / ``CUDA_MPS_LOG_DIRECTORY`` under
-``/tmp/fluid-mps/<ray session>/<node>``, and stops it with ``echo quit |
-nvidia-cuda-mps-control``. Where a daemon already runs on a node (one the cluster's
-administrators started, answering in ``CUDA_MPS_PIPE_DIRECTORY`` or ``/tmp/nvidia-mps``; or
-another manager's in this Ray cluster, e.g. a script's own beside ``FluidExecutor``'s), it is
-used and never stopped. Trial processes connect by calling `join` before CUDA starts (done by
-the trainable ``FluidExecutor`` runs, by `fluid.train.elastic` in every gang worker), which
-sets the environment a CUDA client on this node needs. Processes Ray starts for a trial
-elsewhere (Ray Train's workers) get `worker_env` in their runtime environment: one environment
-that leads each to its own node's daemon.
+`MPSManager` gives every GPU node a daemon through a small actor pinned to the node: one that
+answers there already (the administrators', in ``CUDA_MPS_PIPE_DIRECTORY`` or
+``/tmp/nvidia-mps``, serving this user), else one in ``/tmp/fluid-mps/<ray session>/<node>``
+that belongs to the cluster: every experiment on the node registers as its user, and the last
+one to end sends it ``quit`` and removes its directories. One left running by a driver that
+was killed answers there and is adopted by the next experiment (`fluid.gpu.mps_daemon`).
+
+Trial processes are clients from their first instruction: the driver gives the actor of each
+packed trial `MPSManager.trial_env` in the environment Ray starts it with (the daemon's
+directories through links that one environment names on every node, the thread percentage,
+a pinned memory limit), so a module that touches CUDA at import is a client too. A process
+holding a whole GPU gets none: MPS gains nothing there and NCCL under MPS is unsupported.
+`join` sets the same settings later, in a process Fluid did not start (and says so where CUDA
+had started already: `fluid.gpu.mps_client.client_state`).
 
 Compute share: with ``enable_thread_percentage=True`` a packed trial holding a fraction
 ``s`` of a GPU gets ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = ceil(100 * s)`` in its own
-environment, i.e. a per-client limit that applies to that process's CUDA context. The
-daemon-wide ``set_default_active_thread_percentage`` control command is *not* used: it
-applies to every client that starts afterwards, so two trials with different shares
-starting at the same time would race for it.
+environment, a per-client limit (the daemon-wide
+``set_default_active_thread_percentage`` would race between trials starting together).
 
-A node without MPS (no ``nvidia-cuda-mps-control`` on PATH, or NVML reports no GPU) is
-reported once with a warning; packed trials on it run time-shared, as without Fluid.
+A node without MPS (no ``nvidia-cuda-mps-control`` on PATH, NVML sees no GPU, a GPU in MIG
+mode) is reported once with a warning; packed trials on it run time-shared, as without Fluid.
 
 Example:
     >>> mps = MPSManager(enable_thread_percentage=True)   # doctest: +SKIP
@@ -35,48 +36,67 @@ import atexit
 import logging
 import os
 import threading
+import uuid
 from typing import Any
 
-from fluid.gpu.mps_daemon import (
+from fluid.gpu.mps_client import (
     COMMAND_TIMEOUT_S,
     CONTROL_BINARY,
+    CONTROL_ENV,
     LOG_ENV,
-    NODE_LINK_DIR,
+    PINNED_MEMORY_ENV,
     PIPE_ENV,
     THREAD_PERCENTAGE_ENV,
-    MPSDaemon,
-    base_dir,
+    client_state,
+    pinned_memory_limit,
+    set_client_env,
     thread_percentage,
-    why_no_mps,
 )
+from fluid.gpu.mps_daemon import NODE_LINK_DIR, MPSDaemon, base_dir, why_no_mps
 
-__all__ = ["CONTROL_BINARY", "LOG_ENV", "PIPE_ENV", "THREAD_PERCENTAGE_ENV", "MPSDaemon",
-           "MPSManager", "client_env", "join", "thread_percentage", "why_no_mps",
-           "worker_env"]
+__all__ = ["CONTROL_BINARY", "LOG_ENV", "PINNED_MEMORY_ENV", "PIPE_ENV", "THREAD_PERCENTAGE_ENV",
+           "MPSDaemon", "MPSManager", "client_env", "client_state", "join",
+           "thread_percentage", "why_no_mps"]
 
 logger = logging.getLogger(__name__)
 
 NAMESPACE = "fluid"
+_ACTOR_PREFIX = "fluid-mps-"
 
 _warned_nodes: set[str] = set()
 _warn_lock = threading.Lock()
 
 
-_ACTOR_PREFIX = "fluid-mps-"
+def _actor_name(node_id: str, user: str) -> str:
+    return f"{_ACTOR_PREFIX}{node_id}-{user}"
 
 
-def _actor_name(node_id: str) -> str:
-    return _ACTOR_PREFIX + node_id
-
-
-def _node_actor(node_id: str) -> Any:
-    """The actor running ``node_id``'s daemon for some manager of this cluster, or None."""
+def _live_actor_names() -> list[str]:
     import ray
 
-    try:
-        return ray.get_actor(_actor_name(node_id), namespace=NAMESPACE)
-    except ValueError:
-        return None
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+            if a["namespace"] == NAMESPACE and a["name"].startswith(_ACTOR_PREFIX)]
+
+
+def _node_actors(node_id: str) -> list[Any]:
+    """The live actors of every manager that runs ``node_id``'s daemon."""
+    import ray
+
+    out = []
+    for name in _live_actor_names():
+        if name.startswith(_actor_name(node_id, "")):
+            try:
+                out.append(ray.get_actor(name, namespace=NAMESPACE))
+            except ValueError:  # ended since it was listed
+                continue
+    return out
+
+
+def users_alive(users: list[str]) -> set[str]:
+    """Which of a daemon's users (managers) still run: a manager's node actors end with the
+    driver that made them, a driver killed with SIGKILL included."""
+    names = _live_actor_names()
+    return {u for u in users if any(n.endswith("-" + u) for n in names)}
 
 
 def _session_name() -> str:
@@ -93,7 +113,8 @@ def _session_name() -> str:
 
 
 class MPSManager:
-    """Starts and stops one MPS control daemon per GPU node of the Ray cluster.
+    """Gives every GPU node of the Ray cluster an MPS control daemon, shared with the other
+    experiments there (each one a user of it; the last to end stops it).
 
     Args:
         enable_thread_percentage: give each packed trial (GPU share < 1) the per-client
@@ -106,9 +127,8 @@ class MPSManager:
         system_pipe_dir: where a daemon started before Fluid answers (`MPSDaemon`).
 
     Each node is probed first (in this process for its own node, else by a task: no actor
-    where the node has no MPS); ``start`` again takes the GPU nodes that joined since. The
-    daemons are stopped by `stop`, and at the latest when the driver's interpreter exits (an
-    experiment that failed or was interrupted).
+    where the node has no MPS); ``start`` again takes the GPU nodes that joined since. This
+    manager leaves the daemons by `stop`, at the latest when the driver's interpreter exits.
 
     Example:
         >>> mps = MPSManager(enable_thread_percentage=True)      # doctest: +SKIP
@@ -126,78 +146,86 @@ class MPSManager:
         self.require_gpu = require_gpu
         self.root = root
         self.system_pipe_dir = system_pipe_dir
+        self.user = uuid.uuid4().hex[:12]  # this manager, as its daemons' user
         self._actors: dict[str, Any] = {}
-        self._borrowed: dict[str, Any] = {}  # node daemons of another manager of the cluster
         self._status: dict[str, dict[str, Any]] = {}
+        self._session = ""  # the Ray session's name, once started
         self._at_exit = False
 
     def start(self) -> dict[str, dict[str, Any]]:
-        """Start a daemon on every GPU node (idempotent); return `status`."""
+        """Give every GPU node a daemon (idempotent); return `status`."""
         import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from fluid.gpu.nvml import gpu_nodes, on_each_node
 
         if not ray.is_initialized():
             raise RuntimeError("MPSManager.start() needs ray.init() first")
-        if not self._at_exit:  # an experiment that fails or is interrupted stops them too
+        if not self._at_exit:  # an experiment that fails or is interrupted leaves them too
             atexit.register(self.stop)
             self._at_exit = True
+        self._session = _session_name()
         nodes = self._nodes if self._nodes is not None else gpu_nodes()
         new = [n for n in nodes if n not in self._status]
         why = on_each_node(why_no_mps, new, self.binary, self.require_gpu)
-        remote = ray.remote(num_cpus=0, max_concurrency=4)(MPSDaemon)
-        session = _session_name()
         for nid, reason in zip(new, why, strict=True):
             self._status[nid] = {"node_id": nid, "available": False, "running": False,
-                                 "owned": False, "reason": reason, "grants": []}
-            if reason is not None:
-                continue
-            if (other := _node_actor(nid)) is not None:
-                self._borrowed[nid] = other  # another manager's, in this cluster: used only
-                continue
-            self._actors[nid] = remote.options(
-                name=_actor_name(nid), namespace=NAMESPACE,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
-            ).remote(nid, base_dir(session, nid, self.root), self.binary,
-                     self.require_gpu, self.enable_thread_percentage, self.system_pipe_dir,
-                     os.path.join(self.root, session, NODE_LINK_DIR))
+                                 "owned": False, "reason": reason, "notes": [], "grants": []}
+            if reason is None:
+                self._actors[nid] = self._node_actor(nid)
         self._ask_all("start")
         for nid in new:
             if not self._status[nid]["running"]:
                 _warn_once(nid, self._status[nid]["reason"])
+            for note in self._status[nid]["notes"]:
+                logger.warning("fluid.gpu.mps: node %s: %s", nid[:12], note)
         return self.status()
 
+    def _node_actor(self, node_id: str) -> Any:
+        """This manager's actor for ``node_id``, in the directory of the daemon other
+        experiments use there (else this session's own)."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        session = self._session
+        others = _node_actors(node_id)
+        directory = (ray.get(others[0].where.remote(), timeout=COMMAND_TIMEOUT_S) if others
+                     else base_dir(session, node_id, self.root))
+        remote = ray.remote(num_cpus=0, max_concurrency=4)(MPSDaemon)
+        return remote.options(
+            name=_actor_name(node_id, self.user), namespace=NAMESPACE,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+        ).remote(node_id, directory, self.binary, self.require_gpu,
+                 self.enable_thread_percentage, self.system_pipe_dir,
+                 os.path.join(self.root, session, NODE_LINK_DIR), self.user, users_alive)
+
     def stop(self) -> dict[str, dict[str, Any]]:
-        """Send ``quit`` to every daemon and end the node actors; return the final status."""
+        """Leave every daemon (the last user of one stops it) and end the node actors;
+        return the final status."""
         import ray
 
         if not self._actors or not ray.is_initialized():
             return self.status()
-        self._ask_all("stop", own_only=True)
+        self._ask_all("stop")
         for a in self._actors.values():
             ray.kill(a)
         self._actors = {}
         return self.status()
 
     def status(self) -> dict[str, dict[str, Any]]:
-        """Per node id: available, running, reason (why not), pipe/log dirs, grants."""
+        """Per node id: available, running, owned, reason (why not), notes (what was found
+        and not used), pipe/log dirs, grants."""
         import ray
 
-        if (self._actors or self._borrowed) and ray.is_initialized():
+        if self._actors and ray.is_initialized():
             self._ask_all("status")
         return {k: dict(v) for k, v in self._status.items()}
 
-    def _ask_all(self, method: str, own_only: bool = False) -> None:
-        """Call ``method`` of every node's daemon (``own_only``: of those this manager
-        started); keep the statuses they return (a borrowed one's as not owned)."""
+    def _ask_all(self, method: str) -> None:
+        """Call ``method`` of every node's actor; keep the statuses they return."""
         import ray
 
-        actors = self._actors if own_only else {**self._borrowed, **self._actors}
-        refs = [getattr(a, method).remote() for a in actors.values()]
-        self._status.update(zip(actors, ray.get(refs), strict=True))
-        for nid in self._borrowed:
-            self._status[nid]["owned"] = False
+        refs = [getattr(a, method).remote() for a in self._actors.values()]
+        self._status.update(zip(self._actors, ray.get(refs), strict=True))
 
     def env_for_share(self, share: float, node_id: str | None = None) -> dict[str, str]:
         """Environment for a CUDA process on ``node_id`` (default: this node) holding
@@ -207,11 +235,26 @@ class MPSManager:
 
         if not share > 0:
             raise ValueError(f"env_for_share(share=...) must be > 0, got {share}")
-        nid = node_id or ray.get_runtime_context().get_node_id()
-        actor = self._actors.get(nid) or self._borrowed.get(nid)
-        if actor is None:
+        actor = self._actors.get(node_id or ray.get_runtime_context().get_node_id())
+        return {} if actor is None else ray.get(actor.client_env.remote(share, None))
+
+    def trial_env(self, share: float, peak_bytes: int | None = None,
+                  margin: float = 0.2) -> dict[str, str]:
+        """Environment a trial's process holding ``share`` of a GPU starts with, on whichever
+        node: its node's daemon through the links (a node with none: a path that leads
+        nowhere, and CUDA runs without MPS), the thread percentage when enabled, and where
+        ``peak_bytes`` (its measured peak) is known, a pinned memory limit of it plus
+        ``margin``. Empty for a whole GPU or more, or where no node runs a daemon."""
+        if not 0 < share < 1 or not any(s["running"] for s in self._status.values()):
             return {}
-        return ray.get(actor.client_env.remote(share, None))
+        links = os.path.join(self.root, self._session, NODE_LINK_DIR)
+        env = {PIPE_ENV: os.path.join(links, "pipe"), LOG_ENV: os.path.join(links, "log"),
+               CONTROL_ENV: self.binary}
+        if self.enable_thread_percentage:
+            env[THREAD_PERCENTAGE_ENV] = str(thread_percentage(share))
+        if peak_bytes:
+            env[PINNED_MEMORY_ENV] = pinned_memory_limit(peak_bytes, margin)
+        return env
 
     def __enter__(self) -> MPSManager:
         self.start()
@@ -231,26 +274,25 @@ def _warn_once(node_id: str, reason: str | None) -> None:
 
 
 def client_env(share: float) -> dict[str, str]:
-    """Environment this process needs to use the MPS daemon Fluid runs on its node.
-
-    `join` sets it in the process (the trainable Fluid runs, every ``fluid.train.elastic``
-    worker), before CUDA starts: CUDA reads these variables when it creates its context.
-    Returns {} when no `MPSManager` daemon runs on this node.
-    """
+    """Environment this process, holding ``share`` of a GPU, needs to be a client of the MPS
+    daemon of its node: {} for a whole GPU or more, or where no daemon of `MPSManager` runs
+    on this node."""
     import ray
 
-    if share <= 0 or not ray.is_initialized():
+    if not 0 < share < 1 or not ray.is_initialized():
         return {}
-    actor = _node_actor(ray.get_runtime_context().get_node_id())
-    if actor is None:
-        return {}
-    return ray.get(actor.client_env.remote(share, os.getpid()), timeout=COMMAND_TIMEOUT_S)
+    for actor in _node_actors(ray.get_runtime_context().get_node_id()):
+        env = ray.get(actor.client_env.remote(share, os.getpid()), timeout=COMMAND_TIMEOUT_S)
+        if env:
+            return env
+    return {}
 
 
 def join(share: float | None = None) -> dict[str, str]:
     """Join this node's MPS daemon: `client_env` of ``share`` (default: the GPUs Ray assigned
     this process) set in ``os.environ``, where CUDA reads it when this process creates its
-    context; returns it ({}: no daemon here, or no GPU). Call it before CUDA starts."""
+    context; returns it. A process Fluid starts for a packed trial has it from its start;
+    elsewhere call it before CUDA starts (`client_state` says if it came too late)."""
     import ray
 
     if share is None:
@@ -258,26 +300,5 @@ def join(share: float | None = None) -> dict[str, str]:
             return {}
         share = float(ray.get_runtime_context().get_assigned_resources().get("GPU", 0.0))
     env = client_env(share)
-    os.environ.update(env)
+    set_client_env(env)
     return env
-
-
-def worker_env() -> dict[str, str]:
-    """Environment for the processes Ray starts on any node, one GPU each (Ray Train's
-    workers: ``fluid.train.run_config`` gives it to them through their runtime environment):
-    each process finds its own node's daemon through the links that daemon keeps
-    (`MPSDaemon`'s ``link_dir``; where a node runs none, the path leads nowhere and CUDA runs
-    without MPS, as it would anyway). Empty where no daemon of `MPSManager` runs."""
-    import ray
-
-    if not ray.is_initialized():
-        return {}
-    nodes = [a["name"].removeprefix(_ACTOR_PREFIX)
-             for a in ray.util.list_named_actors(all_namespaces=True)
-             if a["namespace"] == NAMESPACE and a["name"].startswith(_ACTOR_PREFIX)]
-    for node in nodes:
-        actor = _node_actor(node)
-        env = actor and ray.get(actor.worker_env.remote(), timeout=COMMAND_TIMEOUT_S)
-        if env:
-            return env
-    return {}

@@ -93,20 +93,37 @@ def _per_gpu(read: Callable[[Any, Any], Any], nvml: Any | None = None) -> list[A
         _shutdown(mod)
 
 
-def gpu_memory_gb(nvml: Any | None = None) -> float | None:
-    """GB of the smallest GPU NVML sees on this node (``None``: no NVML or no GPU)."""
-    totals = _per_gpu(lambda mod, h: int(mod.nvmlDeviceGetMemoryInfo(h).total), nvml)
-    return min(totals) / 2**30 if totals else None
+def free_gpu_memory_gb(nvml: Any | None = None) -> float | None:
+    """GB free now on the GPU of this node with the least free memory, as NVML reports it
+    (``None``: no NVML or no GPU). Free, not total: what other processes (another job, this
+    node's driver) hold is not there for trials."""
+    free = _per_gpu(lambda mod, h: int(mod.nvmlDeviceGetMemoryInfo(h).free), nvml)
+    return min(free) / 2**30 if free else None
+
+
+def _used_by_pid(mod: Any, handle: Any) -> dict[int, int]:
+    """``{pid: bytes}`` of the processes NVML lists on one GPU: its compute processes and,
+    where the binding has the call, its MPS clients (a process under MPS may be listed by that
+    call only); a process in both counts once, at its larger figure."""
+    lists = [mod.nvmlDeviceGetComputeRunningProcesses(handle)]
+    mps_call = getattr(mod, "nvmlDeviceGetMPSComputeRunningProcesses", None)
+    if mps_call is not None:
+        try:
+            lists.append(mps_call(handle))
+        except Exception:  # noqa: BLE001 -- NVMLError_NotSupported where the driver lacks it
+            logger.debug("NVML lists no MPS processes here", exc_info=True)
+    used: dict[int, int] = {}
+    for proc in (p for procs in lists for p in procs):
+        used[proc.pid] = max(used.get(proc.pid, 0), int(proc.usedGpuMemory or 0))
+    return used
 
 
 def process_gpu_memory(pid: int | None = None, nvml: Any | None = None) -> int | None:
     """Bytes of GPU memory that process ``pid`` (default: this one) holds on this node's GPUs,
-    as NVML lists its compute processes (``None``: no NVML, or the process is not listed, as
-    where a container's process ids are not the host's)."""
+    as NVML lists its compute processes and MPS clients (``None``: no NVML, or the process is
+    not listed, as where a container's process ids are not the host's)."""
     pid = os.getpid() if pid is None else pid
-    used = _per_gpu(lambda mod, h: sum(int(p.usedGpuMemory or 0) for p in
-                                       mod.nvmlDeviceGetComputeRunningProcesses(h)
-                                       if p.pid == pid), nvml)
+    used = _per_gpu(lambda mod, h: _used_by_pid(mod, h).get(pid, 0), nvml)
     return (sum(used) or None) if used is not None else None
 
 
@@ -133,13 +150,6 @@ def on_each_node(read: Callable[..., Any], nodes: list[str], *args: Any) -> list
     refs = {nid: remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
         node_id=nid, soft=False)).remote(*args) for nid in nodes if nid != here}
     return [read(*args) if nid == here else ray.get(refs[nid]) for nid in nodes]
-
-
-def cluster_gpu_memory_gb(nodes: list[str]) -> float | None:
-    """GB of the smallest GPU on ``nodes`` (Ray node ids), as NVML on each reports it
-    (``None``: NVML sees no GPU on any)."""
-    sizes = on_each_node(gpu_memory_gb, nodes)
-    return min((gb for gb in sizes if gb is not None), default=None)
 
 
 def _shutdown(mod: Any) -> None:
@@ -351,3 +361,15 @@ def gpu_nodes() -> list[str]:
 
     return [n["NodeID"] for n in ray.nodes()
             if n.get("Alive") and float(n.get("Resources", {}).get("GPU", 0)) > 0]
+
+
+def mig_gpus(nvml: Any | None = None) -> list[int]:
+    """Indexes of this node's GPUs in MIG mode (none where NVML or its MIG call is missing)."""
+    def mig_on(mod: Any, handle: Any) -> bool:
+        try:
+            return bool(mod.nvmlDeviceGetMigMode(handle)[0])
+        except Exception:  # noqa: BLE001 - a GPU or binding without MIG
+            return False
+
+    modes = _per_gpu(mig_on, nvml) or []
+    return [i for i, on in enumerate(modes) if on]

@@ -61,13 +61,12 @@ def _loop_takes_config(loop: Callable[..., Any]) -> bool:
 
 
 def _apply_mps_env(share: float) -> None:
-    """Connect this process to the node's MPS daemon (if Fluid runs one) before CUDA starts."""
-    from fluid.gpu.mps import join
+    """Connect this process to the node's MPS daemon (if Fluid runs one) before CUDA starts,
+    unless it was started with the settings (a packed trial's actor is)."""
+    from fluid.gpu.mps import PIPE_ENV, join
 
-    env = join(share)  # {} for share <= 0
-    if env and torch.cuda.is_available() and torch.cuda.is_initialized():
-        logger.warning("fluid: CUDA was initialised before the loop started; MPS settings %s "
-                       "do not apply to this process", env)
+    if PIPE_ENV not in os.environ:
+        join(share)  # {} for a whole GPU or none
 
 
 def _local_device(share: float, index: int = 0) -> torch.device:

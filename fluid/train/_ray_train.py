@@ -19,13 +19,12 @@ such a trial like any elastic one::
   trial's resources); under plain Tune, the most the mark allows;
 * ``run_config`` reports each Ray Train result to Tune with a checkpoint pointing at Train's
   own (``_result_handoff``), and keeps Train's run in the trial's directory, so that a trial Fluid
-  resizes restarts from Train's latest checkpoint with the new worker count; where Fluid runs MPS
-  daemons, the workers join their node's as they start (``fluid.gpu.mps.worker_env``).
+  resizes restarts from Train's latest checkpoint with the new worker count. Train's workers
+  hold whole GPUs and run NCCL: they are no MPS clients (NCCL under MPS is unsupported).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -34,7 +33,6 @@ from typing import Any
 
 from ray import tune
 
-from fluid.gpu.mps import worker_env
 from fluid.shapes.train_workers import RAY_TRAIN_ATTR, WorkerRange, workers_in
 from fluid.train._result_handoff import TRAIN_RUN_NAME, checkpoint_owner, handoff_callback
 
@@ -144,8 +142,7 @@ def run_config(**kwargs: Any) -> Any:
     Train's run lives in the trial's directory (``name``: ``ray_train``), so a trial that
     restarts (a Fluid resize, a retry) resumes from Train's latest checkpoint.
 
-    Where Fluid runs MPS daemons, the workers join their node's as they start: its
-    environment goes in ``worker_runtime_env`` (variables you set there win).
+    Train's workers hold whole GPUs and run NCCL, so they are no MPS clients.
 
     Other arguments go to ``RunConfig`` (``failure_config``, ``checkpoint_config``, your own
     ``callbacks``, ``worker_runtime_env``). Needs Ray Train V2 (the default from Ray 2.51; set
@@ -173,26 +170,7 @@ def run_config(**kwargs: Any) -> Any:
         kwargs["storage_path"] = own
         kwargs["storage_filesystem"] = storage.storage_filesystem
     kwargs["callbacks"] = [handoff_callback(), *(kwargs.get("callbacks") or [])]
-    _join_mps(kwargs)
     return ray.train.RunConfig(**kwargs)
-
-
-def _join_mps(kwargs: dict[str, Any]) -> None:
-    """Have the trainer's workers join their node's MPS daemon as they start (before the
-    user's loop or Train's set-up touch CUDA): `fluid.gpu.mps.worker_env` in their runtime
-    environment, under variables the user set."""
-    import ray.train
-
-    env = worker_env()
-    if not env:
-        return
-    if "worker_runtime_env" not in {f.name for f in dataclasses.fields(ray.train.RunConfig)}:
-        logger.warning("fluid.train.run_config: this Ray Train has no RunConfig("
-                       "worker_runtime_env=...); the trainer's workers do not join MPS")
-        return
-    runtime = dict(kwargs.get("worker_runtime_env") or {})
-    runtime["env_vars"] = {**env, **(runtime.get("env_vars") or {})}
-    kwargs["worker_runtime_env"] = runtime
 
 
 def _under(path: str, directory: str) -> bool:

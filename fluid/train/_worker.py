@@ -27,7 +27,7 @@ from ray.tune import Checkpoint
 
 from fluid.train import _checkpoint as _ck
 from fluid.train._context import TrainContext
-from fluid.train._process import _apply_mps_env, _ckpt_root, _local_device, _run_loop
+from fluid.train._process import _ckpt_root, _local_device, _run_loop
 
 
 class TrainingWorkerError(RuntimeError):
@@ -111,10 +111,10 @@ class _GangWorker:
     def prepare(self, visible_devices: str | None, share: float) -> dict[str, Any]:
         # Must run before anything initialises CUDA in this process: CUDA reads
         # CUDA_VISIBLE_DEVICES once. All of a node's gang GPUs are made visible so that
-        # NCCL can use peer-to-peer paths between them.
+        # NCCL can use peer-to-peer paths between them. A gang worker is no MPS client:
+        # NCCL under MPS is unsupported (it can hang).
         if visible_devices is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
-        _apply_mps_env(share)
         cuda = share > 0 and torch.cuda.is_available()
         return {"cuda": cuda, "port": _free_port()}
 

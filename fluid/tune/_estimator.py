@@ -368,6 +368,11 @@ class OverheadEstimator:
         return max(known) if known else self.gpu_memory
 
 
+    def measured_memory(self, trial: Any) -> float | None:
+        """GB ``trial`` is known to need (``memory``); ``None`` where nothing is measured."""
+        need = self.memory(rec) if (rec := self._store.get(trial.trial_id)) else None
+        return None if need == self.gpu_memory else need
+
 #: Every finite float is an integer number of 2**-1074.
 _EXACT_BITS = 1074
 

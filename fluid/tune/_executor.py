@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -38,6 +39,7 @@ from fluid.tune import _ray_compat as compat
 from fluid.tune._base_view import base_view, eligible
 from fluid.tune._capacity import Capacity
 from fluid.tune._estimator import OverheadEstimator
+from fluid.tune._gpu_memory import GpuMemory
 from fluid.tune._gpu_nodes import GpuNodes
 from fluid.tune._group import TrialGroup, TrialGroupMixin
 from fluid.tune._lifecycle import Lifecycle
@@ -110,6 +112,7 @@ class FluidExecutor(TrialScheduler):
                                   refuse=not opts.wait_for_nodes)
         self._pausing: set[str] = set()  # paused by the base, Tune still saving them
         self._nodes = GpuNodes(opts.mps, ray_cluster=resources is None)
+        self._memory = GpuMemory(opts.policy.gpu_memory, opts.tunables, resources is None)
         self._checked = False
         self.hook_seconds = 0.0  # time spent in Fluid's hooks (its overhead on the driver)
 
@@ -128,11 +131,9 @@ class FluidExecutor(TrialScheduler):
         self._checked = True
         controller = compat.controller_of(tc)
         gpus, cpus = self._capacity.connect()
-        nvml_gb = self._nodes.start()  # MPS daemons started, GPU memory read (None: no NVML)
-        memory = self.options.policy.gpu_memory or (
-            nvml_gb and nvml_gb * (1 - self.tunables.gpu_memory_headroom))  # None: unchecked
-        self.estimator.gpu_memory = memory
-        self._life.open(gpus, memory)
+        self._memory.follow(gpus, self.estimator, self._life, self._nodes)  # before the pool
+        self._life.open(gpus, self._memory.limit)
+        self._nodes.start()  # MPS daemons started
         self._planner.start(gpus, cpus, whole_budget=type(self.base) is FIFOScheduler)
         self.report.start(controller)
         announce_cap(getattr(tc, "search_alg", None), gpus)
@@ -140,6 +141,9 @@ class FluidExecutor(TrialScheduler):
             tc, self._store.in_flight,
             lambda: self._planner.in_flight_bound(self.options.max_outstanding))
         actions.install_callbacks(controller, self._store, self._nodes)
+        compat.trial_actor_env(controller, partial(
+            self._nodes.trial_env, peak_gb=self.estimator.measured_memory,
+            margin=self.tunables.pinned_memory_margin))
         compat.forgive_failures(controller, self.out_of_gpu_memory)
         self._state.open(compat.experiment_dir(controller), self.estimator)
 
@@ -199,8 +203,10 @@ class FluidExecutor(TrialScheduler):
 
     @timed
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
-        """Plan if anything changed; return the next planned trial with its new shape."""
+        """Plan if anything changed; return the next planned trial with its new shape (a GPU
+        node that joined is read before this step plans: ``GpuMemory``)."""
         gpus = self._capacity.follow(self._planner)
+        self._memory.follow(gpus, self.estimator, self._life, self._nodes)
         self._nodes.follow(gpus)
         self._life.cluster_changed(gpus)
         # A trial the base paused is PAUSED only once Tune saved it; then the base may want
@@ -243,6 +249,7 @@ class FluidExecutor(TrialScheduler):
                      result_width=rec.actual)
         dt = result.get("time_this_iter_s")
         if not rec.no_gpu:  # (a trial without GPU says nothing about GPU times)
+            self.report.client(rec, result)
             self._planner.observe(rec, dt, now)
             if rec.fresh_start and dt is not None:  # it computes beside its GPU's others since
                 self._life.began(rec, now - float(dt))

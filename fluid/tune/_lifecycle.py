@@ -95,6 +95,14 @@ class Lifecycle:
         """Plan on the whole GPUs of ``gpus``, of ``memory`` GB each."""
         self.pool = GpuPool(math.floor(gpus), memory)
 
+    def gpu_memory_changed(self, memory: float | None) -> None:
+        """The plan's GPUs have ``memory`` GB each from now on (``GpuMemory``: a GPU node read
+        later has less free): what is placed stays, what is placed next fits it; every trial's
+        spec is built again (its memory rests on the limit: ``OverheadEstimator.memory``)."""
+        if self.pool is not None:
+            self.pool.memory = memory
+        self._specs.recompute_all()
+
     def planned(self, pool: GpuPool) -> None:
         """A decision placed trials (or moved them): ``pool`` is the plan's pool after it."""
         self.pool = pool

@@ -63,9 +63,9 @@ class FluidOptions:
         dynamic: ``False`` runs StaticFluid only (no resizes), for comparisons.
         mps: ``"auto"`` (default): an MPS daemon on every GPU node where
             ``nvidia-cuda-mps-control`` is on PATH and NVML sees GPUs (nodes that join later
-            included; one that already runs there is used and left running), stopped when
-            the experiment ends; every process of a trial holding GPUs joins its node's daemon
-            before the user's code runs. ``False``: no MPS. A ``fluid.gpu.MPSManager`` (any
+            included; one that answers there already is used), shared with the cluster's
+            other experiments and stopped by the last to end; each packed trial's process
+            starts as a client of its node's daemon (whole-GPU processes are none). ``False``: no MPS. A ``fluid.gpu.MPSManager`` (any
             object with ``start()`` and ``stop()``): that one, e.g. with
             ``enable_thread_percentage=True``.
         refine: learn each trial's own ``alpha_i``/``beta_i`` from its iteration times at two

@@ -19,6 +19,7 @@ from typing import Any
 
 from fluid.core.tolerances import WIDTH_TOL
 from fluid.tune import _ray_compat as compat
+from fluid.tune._gpu_nodes import MPS_KEY, MPS_REASON_KEY
 from fluid.tune._placement_groups import describe
 from fluid.tune._records import TrialRecord
 
@@ -62,6 +63,7 @@ class PlanReport:
         self.on = verbose is not False
         self._warned: set[str] = set()  # trials told that Fluid resized their request
         self._no_gpu_said = False  # the line on trials without GPU was printed
+        self._clients_said: set[tuple[str, Any]] = set()  # (trial, process) said
 
     def start(self, controller: Any) -> None:
         """Decide from Tune's verbosity (at the first trial) and install the handler."""
@@ -102,6 +104,18 @@ class PlanReport:
         slot = "slot" if len(gpus) == 1 else "slots"
         self.line("Fluid: %s runs on %s (plan %s %s%s; Ray picks the device)", rec.trial,
                   rec.shape(rec.width), slot, where, shared)
+
+    def client(self, rec: TrialRecord, result: dict) -> None:
+        """Once per trial process: whether it is an MPS client, or why not, as it checked
+        itself (its result's ``fluid_mps``)."""
+        key = (rec.trial_id, result.get("pid"))
+        if MPS_KEY not in result or key in self._clients_said:
+            return
+        self._clients_said.add(key)
+        if result[MPS_KEY]:
+            self.line("Fluid: %s is an MPS client of its node's daemon", rec.trial)
+        else:
+            self.line("Fluid: %s runs without MPS: %s", rec.trial, result.get(MPS_REASON_KEY))
 
     def resizing(self, rec: TrialRecord) -> None:
         """A running trial pauses to restart at another width."""

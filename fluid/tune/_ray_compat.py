@@ -12,6 +12,7 @@ Importing this module (and so ``fluid.tune``) with a Ray outside the supported r
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,11 +30,8 @@ from fluid.tune._ray_versions import GCS_ACCESSOR, since
 
 
 def train_v2_enabled() -> bool:
-    """Whether Ray Train runs V2 trainers here (the default from ``TRAIN_V2_DEFAULT``).
-
-    Why: Ray decides it in the private ``ray.train.v2._internal.constants.is_v2_enabled``
-    (``RAY_TRAIN_V2_ENABLED``, whose default changed in 2.51); asking it keeps Ray's rule.
-    """
+    """Whether Ray Train runs V2 trainers here. Why: Ray decides it in the private
+    ``ray.train.v2._internal.constants.is_v2_enabled`` (its default changed in 2.51)."""
     from ray.train.v2._internal.constants import is_v2_enabled
 
     return bool(is_v2_enabled())
@@ -42,10 +40,9 @@ def train_v2_enabled() -> bool:
 def remove_orphaned_train_groups() -> int:
     """Remove this job's Ray Train worker groups whose controller died; return how many.
 
-    Why: a Ray Train V2 controller that dies with its trial (stopped, or paused for a resize)
-    leaves its workers' placement group, kept by Ray until its creator and its job are dead.
-    Ray Train's cleaner removes it through the State API, which needs the dashboard; without
-    one the group holds its GPUs until the job ends. The GCS tables say who made a group.
+    Why: a Ray Train V2 controller that dies with its trial leaves its workers' placement
+    group until the job ends; Ray Train's cleaner needs the dashboard (State API). The GCS
+    tables say who made a group.
     """
     from ray._private import state
     from ray.core.generated.gcs_pb2 import PlacementGroupTableData
@@ -89,11 +86,8 @@ def statuses_shown(shown: list[tuple[Any, str, str]]) -> Iterator[None]:
 
 
 def name_variants(search: Any, prefix: str) -> None:
-    """Name the trials a ``BasicVariantGenerator`` makes ``prefix`` + their index.
-
-    Why: it prefixes each trial's id with a random ``_uuid_prefix`` (uuid1) of its own; the
-    simulator needs the same ids for the same seed.
-    """
+    """Name the trials a ``BasicVariantGenerator`` makes ``prefix`` + their index. Why: its
+    private ``_uuid_prefix`` is random; the simulator needs the same ids for the same seed."""
     search._uuid_prefix = prefix
 
 
@@ -115,9 +109,8 @@ def trial_ids(make: Callable[[], str]) -> Iterator[None]:
 def controller_of(tc: Any) -> Any:
     """The ``TuneController`` behind the argument of a scheduler hook.
 
-    Why: Tune hands schedulers a ``TrialRunnerWrapper`` that forwards attribute reads to the
-    controller (logging a warning for non-whitelisted ones); its ``_tune_controller`` is the
-    controller itself. A simulated controller is passed as is, so it is returned unchanged.
+    Why: Tune hands schedulers a ``TrialRunnerWrapper`` (its ``_tune_controller`` is the
+    controller); a simulated controller is passed as is, and returned unchanged.
     """
     return getattr(tc, "_tune_controller", tc)
 
@@ -125,21 +118,17 @@ def controller_of(tc: Any) -> Any:
 def search_finished(controller: Any) -> bool:
     """Whether the experiment's search algorithm will add no more trials.
 
-    Why: only ``TuneController._search_alg`` says so (``SearchAlgorithm.is_finished``); Fluid
-    stops a trial stranded at the end of its budget only once no new trial can come (a
-    controller without one counts as not finished: nothing is stopped).
+    Why: only ``TuneController._search_alg`` says so (a controller without one counts as not
+    finished).
     """
     search_alg = getattr(controller, "_search_alg", None)
     return search_alg is not None and bool(search_alg.is_finished())
 
 
 def set_trial_status(controller: Any, trial: Any, status: str) -> None:
-    """Move a trial the controller already filed to another status set.
-
-    Why: ``Trial.set_status`` changes the trial but not the controller's per-status sets; a
-    trial Tune re-adds after a failure is already filed as PENDING, and only
-    ``TuneController._set_trial_status`` re-files it (as PAUSED, so Fluid holds it).
-    """
+    """Move a trial the controller already filed to another status set. Why:
+    ``Trial.set_status`` leaves the controller's per-status sets as they were; only
+    ``TuneController._set_trial_status`` re-files a trial (as PAUSED, so Fluid holds it)."""
     controller._set_trial_status(trial, status)
 
 
@@ -147,10 +136,9 @@ def drop_stale_decision(controller: Any, trial: Any) -> None:
     """Forget the decision Tune cached for a save of ``trial`` that can no longer arrive.
 
     Why: ``TuneController._schedule_trial_stop`` caches STOP in ``_cached_trial_decisions`` for
-    a trial that is saving, to run once the save is processed. PBT's exploit pauses a trial
-    whose own pause still saves (``pause_trial(should_checkpoint=False)``): the save is dropped
-    with the actor, the STOP is not, and the restarted trial ends at its first checkpoint, an
-    iteration after its exploit (ray issue 57906). A trial not saving has no save to wait for.
+    a saving trial. PBT's exploit pauses a trial whose own pause still saves: the save is
+    dropped with the actor, the STOP is not, and the restarted trial ends at its first
+    checkpoint (ray issue 57906).
     """
     cached = getattr(controller, "_cached_trial_decisions", None)
     if cached and not trial.is_saving:
@@ -159,11 +147,8 @@ def drop_stale_decision(controller: Any, trial: Any) -> None:
 
 def callback_list(controller: Any) -> list | None:
     """The experiment's callbacks, a list whose entries Fluid may wrap in place or append to
-    (``None``: unknown).
-
-    Why: Fluid keeps each iteration once for every logger (``_once``) by wrapping the
-    entries of ``TuneController._callbacks._callbacks``; Tune keeps no other handle on them.
-    """
+    (``None``: unknown). Why: Tune keeps no other handle on them than
+    ``TuneController._callbacks._callbacks``."""
     callbacks = getattr(getattr(controller, "_callbacks", None), "_callbacks", None)
     return callbacks if isinstance(callbacks, list) else None
 
@@ -172,10 +157,8 @@ def replace_callback_list(controller: Any, make: Callable[[list], CallbackList])
     """Replace the experiment's ``CallbackList`` with ``make(its callbacks)``, a list over the
     same callbacks (``False``: the controller has none).
 
-    Why: a scheduler gets no callback hook, and Tune saves its callbacks' states by their place
-    in ``TuneController._callbacks`` and restores them by place before the first trial: a
-    callback of Fluid's inserted into that list would hand each later one the state of the one
-    before. A ``CallbackList`` of Fluid's calls its own hooks around the same list instead.
+    Why: a scheduler gets no callback hook, and Tune restores its callbacks' states by their
+    place in ``TuneController._callbacks``: a callback inserted there would shift them.
     """
     callbacks = getattr(controller, "_callbacks", None)
     if not isinstance(callbacks, CallbackList):
@@ -187,9 +170,8 @@ def replace_callback_list(controller: Any, make: Callable[[list], CallbackList])
 def tune_verbosity(controller: Any) -> int:
     """The experiment's verbosity: 0 silent, 1 default, 2 and more verbose.
 
-    Why: Tune keeps it private: the new output engine (Ray's default) gives it to its progress
-    reporter callback (``_verbosity``) and sets the old engine's global to 0; the old engine
-    (``RAY_AIR_NEW_OUTPUT=0``) keeps it in ``ray.tune.utils.log.verbosity``.
+    Why: private: the new output engine's reporter callback has it (the old engine's global is
+    then 0); the old engine (``RAY_AIR_NEW_OUTPUT=0``) keeps it in ``ray.tune.utils.log``.
     """
     for callback in callback_list(controller) or []:
         if isinstance(callback, ProgressReporter):
@@ -203,8 +185,7 @@ def show_result_column(controller: Any, key: str) -> None:
     """Add ``key`` (a result entry) to the columns of the experiment's progress table.
 
     Why: the new output engine's reporter picks its columns once, from the first numeric
-    entries of the results (``_inferred_metric``), so a text entry such as ``fluid_shape``
-    never shows; Fluid appends it once that list is filled.
+    entries of the results (``_inferred_metric``): a text entry never shows unless appended.
     """
     for callback in callback_list(controller) or []:
         columns = getattr(callback, "_inferred_metric", None)
@@ -213,11 +194,8 @@ def show_result_column(controller: Any, key: str) -> None:
 
 
 def experiment_dir(controller: Any) -> str | None:
-    """The driver's staging directory of the experiment (``None``: none).
-
-    Why: Fluid keeps its measurements beside Tune's experiment state so a restored experiment
-    starts with them; only ``TuneController._storage`` knows the directory.
-    """
+    """The driver's staging directory of the experiment (``None``: none), where Fluid keeps
+    its measurements beside Tune's state. Why: only ``TuneController._storage`` knows it."""
     storage = getattr(controller, "_storage", None)
     path = getattr(storage, "experiment_driver_staging_path", None)
     return str(path) if path else None
@@ -306,13 +284,11 @@ def forgive_failures(controller: Any, forgive: Callable[[Any, Exception], bool])
     ``forgive(trial, exception)`` says so (the trial is then requeued as a retry would be).
 
     Why: Tune counts every trial error against ``max_failures`` in
-    ``TuneController._process_trial_failure`` (``Trial.handle_error`` adds to
-    ``run_metadata.num_failures``, then ``Trial.should_recover`` decides), before any scheduler
-    hook sees the error; no public hook can tell it a failure was the scheduler's doing (a
-    packed trial out of GPU memory). The controller's class becomes a subclass whose
-    ``_process_trial_failure`` lifts ``max_failures`` for that one call and puts the failure
-    count back, so Tune recovers the trial and the user's budget is intact. (Not an instance
-    attribute: Tune pickles the controller's ``__dict__`` into the experiment state.)
+    ``TuneController._process_trial_failure`` before any scheduler hook sees it; no public hook
+    can say a failure was the scheduler's doing (a packed trial out of GPU memory). The
+    controller's class becomes a subclass whose ``_process_trial_failure`` lifts
+    ``max_failures`` for that call and puts the count back (not an instance attribute: Tune
+    pickles the controller's ``__dict__`` into the experiment state).
     """
     cls = type(controller)
     if not hasattr(cls, "_process_trial_failure"):  # a simulated controller: no such failures
@@ -340,6 +316,55 @@ class _Forgiving:
             trial.max_failures = limit
             trial.run_metadata.num_failures = failures
             trial.run_metadata.invalidate_cache()
+
+
+# Why: Tune makes each trial's actor from one ``ray.remote(runtime_env=...)`` class per
+# trainable (``_ActorClassCache``, asked in ``_schedule_trial_actor``); the environment a
+# process starts with is the only one CUDA reads before the user's module runs.
+from ray.tune.execution import class_cache as _tune_class_cache  # noqa: E402
+
+
+class _TrialEnvCache(_tune_class_cache._ActorClassCache):
+    """Tune's actor class cache, with one class per trainable and ``env_for(trial)`` (of the
+    ``trial`` being started) over Tune's own environment."""
+
+    def __init__(self, env_for: Callable[[Any], dict[str, str]]) -> None:
+        super().__init__()
+        self.env_for, self.trial, self._with_env = env_for, None, {}
+
+    def get(self, trainable_cls: type) -> Any:
+        extra = self.env_for(self.trial) if self.trial is not None else {}
+        key = (trainable_cls, tuple(sorted(extra.items())))
+        if extra and key not in self._with_env:
+            env = {**_tune_class_cache.DEFAULT_ENV_VARS, **{
+                k: v for k, v in os.environ.items() if k in _tune_class_cache.ENV_VARS_TO_PROPAGATE},
+                **extra}
+            self._with_env[key] = ray.remote(runtime_env={"env_vars": env})(trainable_cls)
+        return self._with_env[key] if extra else super().get(trainable_cls)
+
+
+class _TrialEnvironments:
+    """Mixed into the controller's class by ``trial_actor_env``."""
+
+    def _schedule_trial_actor(self, trial: Any) -> None:
+        self._class_cache.trial = trial  # type: ignore[attr-defined]
+        try:
+            super()._schedule_trial_actor(trial)  # type: ignore[misc]
+        finally:
+            self._class_cache.trial = None  # type: ignore[attr-defined]
+
+
+def trial_actor_env(controller: Any, env_for: Callable[[Any], dict[str, str]]) -> bool:
+    """Start each trial's actor with ``env_for(trial)`` in its environment (Ray expands
+    ``${VAR}`` there); False where the controller makes no actors (simulated). The controller's
+    class becomes a subclass, as in ``forgive_failures``."""
+    cls = type(controller)
+    if not hasattr(cls, "_schedule_trial_actor"):
+        return False
+    if not issubclass(cls, _TrialEnvironments):
+        controller.__class__ = type(f"Env{cls.__name__}", (_TrialEnvironments, cls), {})
+    controller._class_cache = _TrialEnvCache(env_for)
+    return True
 
 
 #: The ``TrialScheduler`` class attribute by which a scheduler refuses buffered results.

@@ -35,7 +35,8 @@ from typing import Any
 
 from fluid.core import fit_alpha, fit_beta, packing_limit, scaling_limit
 from fluid.core.tunables import DEFAULTS
-from fluid.gpu.nvml import PEAK_MEMORY_KEY
+from fluid.gpu.nvml import PEAK_MEMORY_KEY, gpu_nodes
+from fluid.tune._gpu_memory import GpuMemory
 from fluid.tune._gpu_nodes import GpuNodes, measured
 from fluid.tune._options import FluidConfigError
 from fluid.tune._placement_groups import is_elastic_class, shape_for
@@ -245,12 +246,13 @@ def profile(
     device = device_model()
     nodes = GpuNodes(mps, ray_cluster=True)
     nodes.start()  # copies packed on a GPU share it as FluidExecutor's trials would
+    nvml_gpus = GpuMemory(None, DEFAULTS).read(gpu_nodes())  # NVML sees GPUs: peaks measured
     try:
         key = cache_key(trainable, config, f"{device} {nodes.sharing()}")
         if cache and not refresh and key in (cached := _load_cache(cache)):
             return Profile.from_json(cached[key])
         cls = _as_class(trainable)
-        runnable = measured(cls) if nodes.running or nodes.memory_gb else trainable
+        runnable = measured(cls) if nodes.running or nvml_gpus else trainable
         prof = _measure(runnable, is_elastic_class(cls), config, iterations,
                         max_pack, max_workers, cpus_per_trial, (o_th, s_th), progress)
     finally:

@@ -18,10 +18,6 @@ from fluid.gpu import mps
 from ..train.fluid_train_loops import ResultLog, env_loop, fit, packed
 
 
-def _lines(log: Path) -> list[str]:
-    return log.read_text().splitlines() if log.exists() else []
-
-
 def test_daemon_per_node_and_thread_percentage_for_packed_trials(fake_mps, tmp_path):
     log = fake_mps.log
     log.write_text("")
@@ -32,7 +28,7 @@ def test_daemon_per_node_and_thread_percentage_for_packed_trials(fake_mps, tmp_p
     assert list(status) == [node] and status[node]["running"]
     pipe = status[node]["pipe_dir"]
     assert pipe.startswith(str(tmp_path)) and ray.get_runtime_context().get_session_name() in pipe
-    starts = [line for line in _lines(log) if line.startswith("start")]
+    starts = [line for line in fake_mps.lines() if line.startswith("start")]
     assert starts == [f"start pipe={pipe} log={status[node]['log_dir']} cvd=unset"]
 
     results = ResultLog()
@@ -46,9 +42,10 @@ def test_daemon_per_node_and_thread_percentage_for_packed_trials(fake_mps, tmp_p
 
     final = manager.stop()
     assert not final[node]["running"]
-    assert _lines(log)[1:] == [f"cmd pipe={pipe} stdin=quit"]
+    assert fake_mps.commands()[1:] == [f"cmd pipe={pipe} stdin=quit"]
+    assert fake_mps.daemons() == [] and not os.path.exists(pipe)  # its directories go too
     manager.stop()  # nothing left to stop
-    assert len(_lines(log)) == 2
+    assert len(fake_mps.commands()) == 2
 
 
 def test_thread_percentage_off_by_default(fake_mps, tmp_path):
@@ -72,12 +69,12 @@ def test_node_without_gpu_is_reported_once_and_trials_run_time_shared(fake_mps, 
     assert not st["running"] and not st["available"] and "NVML" in st["reason"]
     warnings = [r for r in caplog.records if r.name == "fluid.gpu.mps"]
     assert len(warnings) == 1 and "time-shared" in warnings[0].getMessage()
-    assert _lines(log) == [], "no daemon was started"
+    assert fake_mps.lines() == [], "no daemon was started"
     results = ResultLog()
     fit(ft.elastic(env_loop), packed(0.5), {}, str(tmp_path / "a"), callbacks=[results])
     assert (results.results[0]["pct"], results.results[0]["pipe"]) == ("", "")
     manager.stop()
-    assert _lines(log) == []
+    assert fake_mps.lines() == []
 
 
 def test_missing_binary_is_reported(fake_mps, tmp_path):
@@ -121,22 +118,27 @@ def test_fluid_executor_runs_the_daemons_for_an_experiment(fake_mps, tmp_path):
         tune_config=TuneConfig(scheduler=executor),
         run_config=RunConfig(storage_path=str(tmp_path / "exp"), callbacks=[results], verbose=0),
     ).fit()
-    lines = _lines(log)
+    lines = fake_mps.commands()
     assert [ln.split()[0] for ln in lines] == ["start", "cmd"] and lines[1].endswith("stdin=quit")
     # Two trials on one GPU, c = 4: only two share it, so each gets half of it (not 1/c) and
     # is limited to 50% of the SMs.
     assert sorted((r["gpu_share"], r["pct"]) for r in results.results) == [(0.5, "50")] * 2
 
 
+def _seen() -> dict:
+    pipe = os.environ.get(mps.PIPE_ENV, "")
+    return {"pipe": os.path.realpath(pipe) if pipe else "",
+            "pct": os.environ.get(mps.THREAD_PERCENTAGE_ENV, ""),
+            "pinned": os.environ.get(mps.PINNED_MEMORY_ENV, "")}
+
+
 def _function_trainable(config):
-    tune.report({"pipe": os.environ.get(mps.PIPE_ENV, ""),
-                 "pct": os.environ.get(mps.THREAD_PERCENTAGE_ENV, "")})
+    tune.report(_seen())
 
 
 class _ClassTrainable(tune.Trainable):
     def setup(self, config):
-        self.seen = {"pipe": os.environ.get(mps.PIPE_ENV, ""),
-                     "pct": os.environ.get(mps.THREAD_PERCENTAGE_ENV, "")}
+        self.seen = _seen()
 
     def step(self):
         return {**self.seen, "done": True}
@@ -169,12 +171,88 @@ def test_by_default_packed_trials_join_the_daemon_fluid_starts_where_mps_is(
         results = _run(trainable, None, tmp_path)  # FluidExecutor(), no options
     finally:
         fake_mps.no_driver()
-    start, quit_ = fake_mps.lines()
+    start, quit_ = fake_mps.commands()
     pipe = start.split()[1].removeprefix("pipe=")
     assert start.startswith("start") and quit_ == f"cmd pipe={pipe} stdin=quit"
     assert pipe.startswith("/tmp/fluid-mps/")
     assert [(r["pipe"], r["pct"]) for r in results] == [(pipe, "")] * 2  # at their first line
     assert [r["fluid_mps"] for r in results] == [True, True]  # and each result says so
+
+
+def test_a_module_that_reads_the_settings_at_import_sees_its_nodes_live_daemon(
+        fake_mps, tmp_path):
+    import fluid_user_trainables as user
+
+    from fluid import FluidExecutor
+
+    fake_mps.log.write_text("")
+    fake_mps.gpus()
+    try:
+        results = _run(user.trainable, FluidExecutor(), tmp_path)
+    finally:
+        fake_mps.no_driver()
+    pipe = fake_mps.commands()[0].split()[1].removeprefix("pipe=")
+    assert [(r["pipe_at_import"], r["answers_at_import"]) for r in results] == [(pipe, True)] * 2
+    assert all(r["fluid_mps"] and "fluid_mps_reason" not in r for r in results)
+
+
+def test_a_process_whose_cuda_started_before_its_settings_says_it_is_no_client(
+        fake_mps, tmp_path, monkeypatch):
+    """A process started without the settings (Fluid's are replaced here by the instruction
+    to load the stand-in CUDA driver at import) joins in its trainable's ``__init__``: too
+    late, and its results say so."""
+    import fluid_user_trainables as user
+
+    from fluid import FluidExecutor
+    from fluid.tune._gpu_nodes import GpuNodes
+
+    cuda = {"FLUID_TEST_LOAD_CUDA": str(fake_mps.directory / "libcuda.so.1")}
+    monkeypatch.setattr(GpuNodes, "trial_env", lambda self, trial, **kw: cuda)
+    fake_mps.gpus()
+    try:
+        results = _run(user.trainable, FluidExecutor(), tmp_path)
+    finally:
+        fake_mps.no_driver()
+    assert [r["pipe_at_import"] for r in results] == ["", ""]
+    assert [r["fluid_mps"] for r in results] == [False, False]
+    assert all("CUDA started" in r["fluid_mps_reason"] for r in results)
+
+
+def test_a_packed_client_pins_its_measured_peak_plus_the_margin(fake_mps, tmp_path):
+    """The first two trials' processes measure 2 GB each; the two started after them pin
+    2 GB plus the margin (``Tunables.pinned_memory_margin``, 25%) on their device."""
+    from fluid import FluidExecutor
+    from fluid.core import Tunables
+
+    margin = Tunables().pinned_memory_margin
+    fake_mps.gpus(count=4, total_gb=16.0, process_gb=2.0)
+    results = ResultLog()
+    try:
+        tune.Tuner(
+            tune.with_resources(_function_trainable, {"cpu": 0.5, "gpu": 0.5}),
+            param_space={"n": tune.grid_search([0, 1, 2, 3])},
+            tune_config=tune.TuneConfig(scheduler=FluidExecutor(), max_concurrent_trials=2),
+            run_config=tune.RunConfig(storage_path=str(tmp_path), callbacks=[results],
+                                      verbose=0),
+        ).fit()
+    finally:
+        fake_mps.no_driver()
+    pinned = sorted(r["pinned"] for r in results.results)
+    assert pinned == ["", "", *[f"0={int(2 * 1024 * (1 + margin))}M"] * 2], pinned
+
+
+def test_a_trial_holding_a_whole_gpu_is_no_client(fake_mps, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG, logger="fluid")
+    fake_mps.gpus()
+    try:
+        results = _run(_function_trainable, None, tmp_path, gpu=1)
+    finally:
+        fake_mps.no_driver()
+    assert [r["pipe"] for r in results] == ["", ""]
+    assert [(r["fluid_mps"], r["fluid_mps_reason"]) for r in results] == [
+        (False, "holds a whole GPU (no MPS for it)")] * 2
+    said = [r.getMessage() for r in caplog.records if "runs without MPS" in r.getMessage()]
+    assert len(said) == 2 and all(m.endswith("holds a whole GPU (no MPS for it)") for m in said)
 
 
 def test_with_thread_percentages_each_packed_trial_gets_its_share(fake_mps, tmp_path):
@@ -191,16 +269,61 @@ def test_with_thread_percentages_each_packed_trial_gets_its_share(fake_mps, tmp_
 def test_a_daemon_that_already_runs_is_used_and_left_running(fake_mps, tmp_path):
     from fluid import FluidExecutor
 
+    system = tmp_path / "nvidia-mps"
+    assert fake_mps.run(system, "-d") == 0  # the administrators' daemon answers here
     fake_mps.log.write_text("")
+    try:
+        manager = mps.MPSManager(require_gpu=False, root=str(tmp_path),
+                                 system_pipe_dir=str(system))
+        results = _run(_function_trainable, FluidExecutor(mps=manager), tmp_path / "exp")
+        assert [(r["pipe"], r["fluid_mps"]) for r in results] == [(str(system), True)] * 2
+        (status,) = manager.status().values()
+        assert not status["owned"] and fake_mps.run(system, stdin="get_server_list") == 0
+        assert [c.split()[0] for c in fake_mps.commands()] == [], "neither started nor stopped"
+    finally:
+        fake_mps.run(system, stdin="quit")
+
+
+def test_a_stale_directory_is_not_used_and_fluid_says_why(fake_mps, tmp_path):
+    """A ``control`` file where no daemon answers (one that was killed) is not a daemon:
+    Fluid starts its own, and its trials are clients of that one."""
+    from fluid import FluidExecutor
+
     system = tmp_path / "nvidia-mps"
     system.mkdir()
-    (system / "control").touch()  # the administrators' daemon answers here
-    manager = mps.MPSManager(require_gpu=False, root=str(tmp_path), system_pipe_dir=str(system))
+    (system / "control").touch()
+    fake_mps.log.write_text("")
+    manager = mps.MPSManager(require_gpu=False, root=str(tmp_path / "own"),
+                             system_pipe_dir=str(system))
     results = _run(_function_trainable, FluidExecutor(mps=manager), tmp_path / "exp")
-    assert [r["pipe"] for r in results] == [str(system)] * 2
+    start = fake_mps.commands()[0]
+    pipe = start.split()[1].removeprefix("pipe=")
+    assert start.startswith("start") and pipe.startswith(str(tmp_path / "own"))
+    assert [(r["pipe"], r["fluid_mps"]) for r in results] == [(pipe, True)] * 2
     (status,) = manager.status().values()
-    assert not status["owned"] and (system / "control").exists()
-    assert fake_mps.lines() == [], "neither started nor stopped"
+    assert any(str(system) in n and "does not answer" in n for n in status["notes"])
+    assert fake_mps.daemons() == []
+
+
+def test_a_daemon_of_another_user_is_named_and_not_used(fake_mps, tmp_path, monkeypatch):
+    from fluid.gpu import mps_client
+
+    system = tmp_path / "nvidia-mps"
+    assert fake_mps.run(system, "-d") == 0
+    owner = os.stat(system / "control").st_uid
+    if owner == 0:  # root's daemon is the administrators': make its pipe another user's
+        os.chown(system / "control", 4321, 4321)
+    else:  # this process becomes another (non-root) user than the pipe's owner
+        monkeypatch.setattr(mps_client.os, "getuid", lambda: owner + 1)
+    daemon = mps.MPSDaemon("n", str(tmp_path / "own"), mps.CONTROL_BINARY, False, False,
+                           system_pipe_dir=str(system))
+    try:
+        status = daemon.start()
+        assert status["running"] and status["pipe_dir"] == str(tmp_path / "own" / "pipe")
+        assert any("uid" in n and "not used" in n for n in status["notes"]), status["notes"]
+        assert daemon.stop()["running"] is False and not (tmp_path / "own" / "pipe").exists()
+    finally:
+        fake_mps.run(system, stdin="quit")
 
 
 def test_without_mps_anywhere_trainables_are_left_as_they_are(fake_mps, tmp_path):
@@ -262,7 +385,7 @@ def test_fluid_profile_measures_packing_under_mps_where_the_node_has_it(fake_mps
     finally:
         fake_mps.no_driver()
     assert prof.sharing == "mps" and prof.memory == 3.0  # each copy's process measured
-    assert [line.split()[0] for line in fake_mps.lines()] == ["start", "cmd"]  # and stopped
+    assert [line.split()[0] for line in fake_mps.commands()] == ["start", "cmd"]  # and stopped
     prof = profile(_ClassTrainable, {}, iterations=2, max_pack=2, max_workers=1, cache=None)
     assert prof.sharing.startswith("time-sliced (NVML")  # no driver: no daemon, and why
 
@@ -317,8 +440,9 @@ def test_the_daemon_stops_when_the_experiment_is_interrupted_or_fails(fake_mps, 
     finally:
         proc.kill()
         fake_mps.no_driver()
-    start, *rest = fake_mps.lines()
+    start, *rest = fake_mps.commands()
     pipe = start.split()[1].removeprefix("pipe=")
     assert rest == [f"cmd pipe={pipe} stdin=quit"], out[-3000:]
+    assert fake_mps.daemons() == []
     if ending == "fail":
         assert proc.returncode != 0 and "a callback failed" in out

@@ -1,6 +1,7 @@
 """Where MPS daemons reach beyond the trial's own process: a second manager of the cluster
-uses the first one's daemons, links keep one environment valid on every node, and Ray Train's
-workers join their node's daemon (stand-ins, ``standins``)."""
+uses the first one's daemons, links keep one environment valid on every node, and processes
+holding whole GPUs (Ray Train's workers, gang workers) are no clients (stand-ins,
+``standins``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from fluid.gpu import mps
 from ..train.fluid_train_loops import ResultLog
 
 
-def test_a_second_manager_uses_the_first_ones_daemons_and_leaves_them_running(
+def test_a_second_manager_uses_the_first_ones_daemons_and_the_last_to_stop_stops_them(
         fake_mps, tmp_path):
     fake_mps.log.write_text("")
     first = mps.MPSManager(require_gpu=False, root=str(tmp_path))
@@ -21,13 +22,16 @@ def test_a_second_manager_uses_the_first_ones_daemons_and_leaves_them_running(
     try:
         (node, ours), = first.start().items()
         theirs = second.start()[node]
-        assert theirs["running"] and not theirs["owned"] and theirs["pipe_dir"] == ours["pipe_dir"]
+        assert theirs["running"] and theirs["pipe_dir"] == ours["pipe_dir"]
         assert second.env_for_share(0.5)[mps.PIPE_ENV] == ours["pipe_dir"]
-        second.stop()
-        assert first.status()[node]["running"] and len(fake_mps.lines()) == 1  # one start
+        first.stop()  # the second one still uses it
+        assert second.status()[node]["running"] and fake_mps.daemons()
+        assert [c.split()[0] for c in fake_mps.commands()] == ["start"]
     finally:
         first.stop()
-    assert [ln.split()[0] for ln in fake_mps.lines()] == ["start", "cmd"]
+        second.stop()
+    assert [c.split()[0] for c in fake_mps.commands()] == ["start", "cmd"]
+    assert fake_mps.daemons() == []
 
 
 def test_a_running_daemon_keeps_links_that_one_environment_names_on_every_node(
@@ -42,9 +46,10 @@ def test_a_running_daemon_keeps_links_that_one_environment_names_on_every_node(
     assert os.path.realpath(os.path.expandvars(env[mps.PIPE_ENV])) == daemon.pipe_dir
     daemon.stop()
     assert not (tmp_path / "r4242" / "pipe").exists() and daemon.worker_env() == {}
+    assert fake_mps.daemons() == []
 
 
-def test_by_default_a_ray_train_trainers_workers_join_the_daemon_of_their_node(
+def test_a_ray_train_trainers_workers_are_no_clients(
         fake_mps, tmp_path):
     from fluid import FluidExecutor
     from tests.tune.ray_train_trainables import two_workers
@@ -60,6 +65,22 @@ def test_by_default_a_ray_train_trainers_workers_join_the_daemon_of_their_node(
                                              verbose=0)).fit()
     finally:
         fake_mps.no_driver()
-    start, _ = fake_mps.lines()
-    pipe = start.split()[1].removeprefix("pipe=")
-    assert [(r["workers"], r["mps"]) for r in results.results] == [(2, pipe)]
+    assert [(r["workers"], r["mps"]) for r in results.results] == [(2, "")]
+
+
+def test_whole_gpu_gang_workers_are_no_clients(fake_mps, tmp_path):
+    """A gang's workers hold whole GPUs and run NCCL (unsupported under MPS)."""
+    import fluid.train as ft
+
+    from ..train.fluid_train_loops import env_loop, fit, gang
+
+    fake_mps.gpus()
+    try:
+        with mps.MPSManager(require_gpu=False, root=str(tmp_path)) as manager:
+            results = ResultLog()
+            fit(ft.elastic(env_loop), gang(2), {}, str(tmp_path / "a"), callbacks=[results])
+            grants = manager.status()
+    finally:
+        fake_mps.no_driver()
+    assert [(r["world_size"], r["pipe"]) for r in results.results] == [(2, "")]
+    assert all(node["grants"] == [] for node in grants.values())

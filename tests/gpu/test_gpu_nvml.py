@@ -98,3 +98,55 @@ def test_real_nvml_on_this_machine():
 def test_interval_must_be_positive():
     with pytest.raises(ValueError, match="interval_s"):
         nvml.GPUSampler(interval_s=0)
+
+
+class PartlyUsed(FakeNVML):
+    """Two 16 GB GPUs, 10 GB and 6 GB of them free (another process holds the rest)."""
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        free = (10, 6)[h] * 2**30
+        return SimpleNamespace(used=16 * 2**30 - free, total=16 * 2**30, free=free)
+
+
+def test_a_nodes_gpu_memory_is_what_its_fullest_gpu_has_free_not_its_total():
+    assert nvml.free_gpu_memory_gb(PartlyUsed()) == 6.0
+
+
+def _procs(rows):
+    return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in rows]
+
+
+class Listing(FakeNVML):
+    """Two GPUs with the given compute process and MPS client lists, ``{gpu: [(pid, bytes)]}``
+    (``mps=None``: a binding without ``nvmlDeviceGetMPSComputeRunningProcesses``)."""
+
+    def __init__(self, compute, mps=None):
+        super().__init__()
+        self.compute = compute
+        if mps is not None:
+            self.nvmlDeviceGetMPSComputeRunningProcesses = lambda h: _procs(mps.get(h, []))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return _procs(self.compute.get(h, []))
+
+
+def test_a_process_memory_counts_its_mps_clients_once_at_their_larger_figure():
+    gb = 2**30
+    only_mps = Listing({0: [(8, 9 * gb)]}, mps={0: [(7, 3 * gb)]})
+    assert nvml.process_gpu_memory(7, nvml=only_mps) == 3 * gb  # listed by the MPS call only
+    both = Listing({0: [(7, gb)], 1: [(7, 2 * gb)]}, mps={0: [(7, 3 * gb), (8, 5 * gb)]})
+    assert nvml.process_gpu_memory(7, nvml=both) == 5 * gb  # GPU 0 once (3, not 1 + 3), + 2
+    unknown = Listing({0: [(7, None)]}, mps={0: [(7, None)]})  # NVML_VALUE_NOT_AVAILABLE
+    assert nvml.process_gpu_memory(7, nvml=unknown) is None
+
+
+def test_without_the_mps_call_or_where_it_fails_the_compute_list_counts():
+    gb = 2**30
+    assert nvml.process_gpu_memory(7, nvml=Listing({0: [(7, gb)]})) == gb
+    assert nvml.process_gpu_memory(7, nvml=Listing({}, mps={})) is None  # listed nowhere
+
+    class NotSupported(Listing):
+        def nvmlDeviceGetMPSComputeRunningProcesses(self, h):
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    assert nvml.process_gpu_memory(7, nvml=NotSupported({1: [(7, 2 * gb)]})) == 2 * gb

@@ -1,4 +1,5 @@
-"""Several raylets on one machine: a gang spanning nodes, MPS and NVML sampling per node."""
+"""Several raylets on one machine: a gang spanning nodes, MPS daemons and NVML sampling per
+node."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def test_gang_of_three_spans_two_nodes_and_trains(cluster, tmp_path):
     status = manager.start()
     assert set(status) == cluster.gpu_nodes, "one daemon per GPU node, none on the head"
     pipes = sorted(st["pipe_dir"] for st in status.values())
-    assert sorted(Path(cluster.log).read_text().splitlines()) == [f"start {p}" for p in pipes]
+    starts = [ln for ln in Path(cluster.log).read_text().splitlines() if ln.startswith("start")]
+    assert sorted(starts) == [f"start {p}" for p in pipes]
     try:
         log = ResultLog()
         grid = fit(
@@ -93,12 +95,8 @@ def test_gang_of_three_spans_two_nodes_and_trains(cluster, tmp_path):
         assert {r["world_size"] for r in res} == {3} and {r["num_nodes"] for r in res} == {2}
         assert max(r["param_spread"] for r in res) < 1e-6
         assert res[-1]["loss"] < res[0]["loss"]
-        # Every worker joined its own node's daemon; whole GPUs get no thread limit.
-        grants = {nid: st["grants"] for nid, st in manager.status().items()}
-        assert sorted(len(g) for g in grants.values()) == [1, 2]
-        for nid, gs in grants.items():
-            assert {g["env"][mps.PIPE_ENV] for g in gs} == {status[nid]["pipe_dir"]}
-            assert all(mps.THREAD_PERCENTAGE_ENV not in g["env"] for g in gs)
+        # Gang workers hold whole GPUs and run NCCL (unsupported under MPS): no clients.
+        assert all(st["grants"] == [] for st in manager.status().values())
     finally:
         manager.stop()
     lines = Path(cluster.log).read_text().splitlines()

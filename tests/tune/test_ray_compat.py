@@ -231,3 +231,20 @@ def test_variant_names_follow_the_given_prefix():
     compat.name_variants(search, "s1_")
     search.add_configurations([Experiment("e", lambda config: None, config={"x": 1})])
     assert search.next_trial().trial_id.startswith("s1_")
+
+
+def test_trial_actors_are_made_from_the_controllers_class_cache():
+    """``trial_actor_env`` gives each trial's actor its environment through the class the
+    controller's ``_class_cache`` returns while ``_schedule_trial_actor`` runs."""
+    source = inspect.getsource(TuneController._schedule_trial_actor)
+    assert "self._class_cache.get(" in source
+    cache = compat._TrialEnvCache(lambda trial: {"A": "1"} if trial == "t" else {})
+    plain = cache.get(_Plain)
+    cache.trial = "t"
+    with_env = cache.get(_Plain)
+    assert with_env is not plain and cache.get(_Plain) is with_env  # one class per environment
+    assert with_env._default_options["runtime_env"]["env_vars"]["A"] == "1"
+
+
+class _Plain:
+    pass
