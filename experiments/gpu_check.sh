@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 34's GPU check, prepared to run once on a GPU machine that has PyTorch but no Ray and
+# The GPU check, prepared to run once on a GPU machine that has PyTorch but no Ray and
 # reaches no package registry (the device machine: python3 3.12 with torch 2.11; 600 s a command).
 #
 # Budget of --quick (fits 300 s on one H200; estimates, the tuning part's share not yet timed):

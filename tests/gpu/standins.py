@@ -165,3 +165,19 @@ class StandIns:
                "CUDA_MPS_LOG_DIRECTORY": str(pipe.parent / "log")}
         return subprocess.run([str(self.directory / "nvidia-cuda-mps-control"), *args],
                               input=stdin, env=env, text=True, capture_output=True).returncode
+
+
+def most_on_one_gpu(ex, trials) -> int:  # noqa: ANN001
+    """The most trials ``ex`` (a FluidExecutor) had on one GPU of its plan at once, replayed
+    from each trial's shape timeline."""
+    events = []
+    for t in trials:
+        timeline = ex.shape_timeline(t.trial_id)
+        for (start, _w, gpus), (end, _, _) in zip(timeline, timeline[1:], strict=False):
+            events += [(start, 1, g) for g in gpus] + [(end, -1, g) for g in gpus]
+    load: dict[int, int] = {}
+    most = 0
+    for _, delta, g in sorted(events, key=lambda e: (e[0], e[1])):
+        load[g] = load.get(g, 0) + delta
+        most = max(most, load[g])
+    return most

@@ -13,6 +13,8 @@ from fluid.core import Tunables
 from fluid.gpu import nvml
 from fluid.tune._gpu_memory import GpuMemory
 
+from .standins import most_on_one_gpu
+
 
 class Reader:
     """A fake node reader: each node's free GB (``None``: NVML sees no GPU there), and the
@@ -117,21 +119,6 @@ def test_the_stand_in_lists_a_process_by_the_mps_call_alone(fake_mps):
     assert (alone, both, free) == (5 * 2**30, 5 * 2**30, 7.0)
 
 
-def _most_on_one_gpu(ex, trials) -> int:
-    """The most trials Fluid's plan had on one GPU at once."""
-    events = []
-    for t in trials:
-        timeline = ex.shape_timeline(t.trial_id)
-        for (start, _w, gpus), (end, _, _) in zip(timeline, timeline[1:], strict=False):
-            events += [(start, 1, g) for g in gpus] + [(end, -1, g) for g in gpus]
-    load: dict[int, int] = {}
-    most = 0
-    for _, delta, g in sorted(events, key=lambda e: (e[0], e[1])):
-        load[g] = load.get(g, 0) + delta
-        most = max(most, load[g])
-    return most
-
-
 def _run(ex, tmp_path, trials: int):
     from fluid.train.modeled import modeled_trainable
 
@@ -161,7 +148,7 @@ def test_where_free_memory_is_below_two_peaks_none_are_packed_though_the_total_f
     peaks = {int(p) for t in analysis.trials for p in frames[t.trial_id]["fluid_peak_gpu_memory"]}
     assert peaks == {6 * 2**30}
     assert ex.estimator.gpu_memory == pytest.approx(0.9 * (free_gb or 16.0))
-    assert _most_on_one_gpu(ex, analysis.trials) == most
+    assert most_on_one_gpu(ex, analysis.trials) == most
 
 
 def test_a_gpu_node_that_joins_later_is_read_before_anything_is_placed_on_it(
@@ -195,4 +182,4 @@ def test_a_gpu_node_that_joins_later_is_read_before_anything_is_placed_on_it(
     assert all(t.status == "TERMINATED" for t in analysis.trials)
     assert [e["gpus"] for e in ex.plan_log if e["kind"] == "cluster"] == [1.0]
     assert ex.estimator.gpu_memory == pytest.approx(7.2)  # read when the node joined
-    assert _most_on_one_gpu(ex, analysis.trials) == 1
+    assert most_on_one_gpu(ex, analysis.trials) == 1

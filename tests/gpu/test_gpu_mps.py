@@ -16,6 +16,7 @@ import fluid.train as ft
 from fluid.gpu import mps
 
 from ..train.fluid_train_loops import ResultLog, env_loop, fit, packed
+from .standins import most_on_one_gpu
 
 
 def test_daemon_per_node_and_thread_percentage_for_packed_trials(fake_mps, tmp_path):
@@ -357,22 +358,7 @@ def test_by_default_trials_are_packed_only_where_their_measured_peaks_fit_a_gpu(
     assert all(t.status == "TERMINATED" for t in analysis.trials)
     peaks = {int(p) for t in analysis.trials for p in frames[t.trial_id]["fluid_peak_gpu_memory"]}
     assert peaks == {int(process_gb * 2**30)}  # measured in every trial's own process
-    assert _most_on_one_gpu(ex, analysis.trials) == (2 if packs else 1)
-
-
-def _most_on_one_gpu(ex, trials) -> int:
-    """The most trials Fluid's placements had on one GPU at once, replayed."""
-    events = []
-    for t in trials:
-        timeline = ex.shape_timeline(t.trial_id)
-        for (start, _w, gpus), (end, _, _) in zip(timeline, timeline[1:], strict=False):
-            events += [(start, 1, g) for g in gpus] + [(end, -1, g) for g in gpus]
-    load: dict[int, int] = {}
-    most = 0
-    for _, delta, g in sorted(events, key=lambda e: (e[0], e[1])):
-        load[g] = load.get(g, 0) + delta
-        most = max(most, load[g])
-    return most
+    assert most_on_one_gpu(ex, analysis.trials) == (2 if packs else 1)
 
 
 def test_fluid_profile_measures_packing_under_mps_where_the_node_has_it(fake_mps, tmp_path):
