@@ -22,7 +22,7 @@ from fluid.tune._gpu_nodes import GpuNodes
 from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._once import install_once
 from fluid.tune._plan_lines import PlanReport
-from fluid.tune._records import TrialRecord, TrialStore
+from fluid.tune._records import LIVE, SEQ, TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")
 
@@ -62,16 +62,31 @@ def release_ready(life: Lifecycle, tc: Any, fits: Callable[[TrialRecord], bool],
                   report: PlanReport) -> Trial | None:
     """Hand the ready trials that ``fits`` lets start to Tune: every one without GPU, as plain
     Tune starts all its PENDING trials in one step (filed PENDING), then at most one with GPUs,
-    which ends the step (Ray's free GPUs are read again before the next). Returns the trial
-    for the scheduler to return (``None``: none)."""
+    which ends the step (Ray's free GPUs are read again before the next). Returns the first
+    released, for the scheduler to return (``None``: none): Tune asks for the returned trial's
+    actor first and then for the PENDING ones' in the order they were filed, so actors start,
+    and cached ones are reused, in the order of the plan, as plain Tune's follow its queue."""
     released: list[Trial] = []
     while (rec := life.take_ready(fits)) is not None:
         released.append(release(rec, tc, life, shape(rec), report))
         if rec.width:
             break
-    for trial in released[:-1]:
+    for trial in released[1:]:
         compat.set_trial_status(compat.controller_of(tc), trial, Trial.PENDING)
-    return released[-1] if released else None
+    return released[0] if released else None
+
+
+def first_starting(store: TrialStore) -> Trial | None:
+    """The first trial (in the order trials were added) handed to Tune whose actor is still
+    starting, for the scheduler to return when it releases none.
+
+    Why: plain Tune's scheduler names such a trial again while it starts (FIFO answers its
+    first PENDING trial), and Tune then gives it an actor cached at a pause or an end before
+    any other trial. Returning none leaves the cached actor to whichever PENDING trial Tune
+    finds first in a set, so reuse would follow no order.
+    """
+    starting = [r for r in store.unordered(LIVE) if r.trial.status == Trial.PENDING]
+    return min(starting, key=SEQ).trial if starting else None
 
 
 def _sync_experiment(tc: Any) -> None:

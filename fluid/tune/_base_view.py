@@ -13,10 +13,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from ray.tune.experiment import Trial
-from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+from ray.tune.schedulers import FIFOScheduler, HyperBandScheduler, TrialScheduler
 
 from fluid.tune import _ray_compat as compat
 from fluid.tune._records import LIVE, MASKED, STARTABLE, Phase, TrialRecord, TrialStore
+
+#: Planned to start, waiting for their GPUs or for Tune: PENDING under plain Tune.
+_PLANNED = frozenset({Phase.QUEUED, Phase.READY})
 
 
 @contextmanager
@@ -67,15 +70,18 @@ def eligible(base: TrialScheduler, store: TrialStore, tc: Any, scan: int,
     if not waiting:
         return [], False
     if type(base) is FIFOScheduler:
-        return waiting, False  # FIFO starts everything, in order: no need to ask
+        return _fifo(store, waiting)
     masked: dict[str, str] = {}
     found: list[TrialRecord] = []
     questions = min(len(waiting), scan)
+    idempotent = chooses_idempotently(base)
     while questions:
         with base_view(store, masked):
             trial = base.choose_trial_to_run(tc)
             after_call()
         rec = store.get(trial.trial_id) if trial is not None else None
+        if rec is not None and rec.phase is Phase.PAUSED and masked and idempotent:
+            return found, True  # not its turn yet (see ``chooses_idempotently``)
         if rec is None or rec.phase is Phase.HELD or not store.groups[rec.group].keep_shape:
             if _starting(rec, masked):
                 masked[rec.trial_id] = Trial.RUNNING  # look past it, as Tune does
@@ -91,6 +97,35 @@ def eligible(base: TrialScheduler, store: TrialStore, tc: Any, scan: int,
                   and store.groups[r.group].keep_shape]  # Tune starts new ones anyway
         return found, True
     return found, False
+
+
+def chooses_idempotently(base: TrialScheduler) -> bool:
+    """Whether ``base.choose_trial_to_run`` answers the same until statuses change, as Tune's
+    interface asks; HyperBand's is not: it takes the paused trial it returns off its list of
+    trials to resume, so a trial it answered must start (or it would stay paused for good).
+
+    Why it matters: plain Tune asks its scheduler once per step and resumes only a PAUSED
+    trial it answered, with every PENDING trial (for Fluid, every held one) counting as an
+    answer before it where the scheduler prefers them (FIFO, ASHA). A base-paused trial that
+    an idempotent base would name only once the trials shown before it were out of the way
+    therefore waits for a later step, where it is the first answer: trials resume in plain
+    Tune's order, so an actor cached at a pause goes to the trial plain Tune gives it to.
+    """
+    return not isinstance(base, HyperBandScheduler)
+
+
+def _fifo(store: TrialStore, waiting: list[TrialRecord]) -> tuple[list[TrialRecord], bool]:
+    """``eligible`` for FIFO, without asking it: every held trial, in order; the first trial
+    it paused only once no trial is held, planned or still starting (FIFO answers those
+    first, see ``chooses_idempotently``), and then one per step."""
+    held = [r for r in waiting if r.phase is Phase.HELD]
+    if len(held) == len(waiting):
+        return held, False
+    if held or store.count(_PLANNED) or any(
+            r.trial.status == Trial.PENDING for r in store.unordered(LIVE)):
+        return held, True
+    paused = [r for r in waiting if r.phase is Phase.PAUSED]
+    return paused[:1], len(paused) > 1
 
 
 def _starting(rec: TrialRecord | None, masked: dict[str, str]) -> bool:

@@ -203,8 +203,9 @@ class FluidExecutor(TrialScheduler):
 
     @timed
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
-        """Plan if anything changed; return the next planned trial with its new shape (a GPU
-        node that joined is read before this step plans: ``GpuMemory``)."""
+        """Plan if anything changed; return the next planned trial with its new shape, else
+        the first one still starting (``first_starting``). A GPU node that joined is read
+        before this step plans (``GpuMemory``)."""
         gpus = self._capacity.follow(self._planner)
         self._memory.follow(gpus, self.estimator, self._life, self._nodes)
         self._nodes.follow(gpus)
@@ -222,6 +223,7 @@ class FluidExecutor(TrialScheduler):
                                       lambda r: cpus.shape(r, r.width), self.report)
         if trial is None:
             admission.stop_stranded(self._store, tune_controller)
+            return actions.first_starting(self._store)
         return trial
 
     def _plan(self, tune_controller: Any) -> None:
