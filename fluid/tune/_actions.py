@@ -22,7 +22,7 @@ from fluid.tune._gpu_nodes import GpuNodes
 from fluid.tune._lifecycle import Lifecycle
 from fluid.tune._once import install_once
 from fluid.tune._plan_lines import PlanReport
-from fluid.tune._records import LIVE, SEQ, TrialRecord, TrialStore
+from fluid.tune._records import TrialRecord, TrialStore
 
 logger = logging.getLogger("fluid")
 
@@ -74,19 +74,6 @@ def release_ready(life: Lifecycle, tc: Any, fits: Callable[[TrialRecord], bool],
     for trial in released[1:]:
         compat.set_trial_status(compat.controller_of(tc), trial, Trial.PENDING)
     return released[0] if released else None
-
-
-def first_starting(store: TrialStore) -> Trial | None:
-    """The first trial (in the order trials were added) handed to Tune whose actor is still
-    starting, for the scheduler to return when it releases none.
-
-    Why: plain Tune's scheduler names such a trial again while it starts (FIFO answers its
-    first PENDING trial), and Tune then gives it an actor cached at a pause or an end before
-    any other trial. Returning none leaves the cached actor to whichever PENDING trial Tune
-    finds first in a set, so reuse would follow no order.
-    """
-    starting = [r for r in store.unordered(LIVE) if r.trial.status == Trial.PENDING]
-    return min(starting, key=SEQ).trial if starting else None
 
 
 def _sync_experiment(tc: Any) -> None:

@@ -16,7 +16,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, HyperBandScheduler, TrialScheduler
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._records import LIVE, MASKED, STARTABLE, Phase, TrialRecord, TrialStore
+from fluid.tune._records import LIVE, MASKED, SEQ, STARTABLE, Phase, TrialRecord, TrialStore
 
 #: Planned to start, waiting for their GPUs or for Tune: PENDING under plain Tune.
 _PLANNED = frozenset({Phase.QUEUED, Phase.READY})
@@ -55,7 +55,8 @@ def eligible(base: TrialScheduler, store: TrialStore, tc: Any, scan: int,
     (bounds the work with huge groups); ``after_call`` runs after each question (the groups
     the base declared meanwhile are taken). A trial outside ``keep_shape`` groups that Tune
     is still starting, when the base chooses it, is looked past without counting as one of
-    those questions (``_starting``).
+    those questions (``_starting``). A trial the base paused resumes only as the base's first
+    answer of a step where the base answers idempotently (``chooses_idempotently``).
 
     Members of a ``keep_shape`` group start when plain Tune would start them: new ones at
     once (Tune starts its PENDING trials in order), a member the base paused (PBT's exploit,
@@ -121,11 +122,28 @@ def _fifo(store: TrialStore, waiting: list[TrialRecord]) -> tuple[list[TrialReco
     held = [r for r in waiting if r.phase is Phase.HELD]
     if len(held) == len(waiting):
         return held, False
-    if held or store.count(_PLANNED) or any(
-            r.trial.status == Trial.PENDING for r in store.unordered(LIVE)):
+    if held or store.count(_PLANNED) or first_starting(store) is not None:
         return held, True
     paused = [r for r in waiting if r.phase is Phase.PAUSED]
     return paused[:1], len(paused) > 1
+
+
+def first_starting(store: TrialStore) -> Trial | None:
+    """The first trial (in the order trials were added) handed to Tune whose actor is still
+    starting, for the scheduler to return when it releases none.
+
+    Why: plain Tune's scheduler names such a trial again while it starts (FIFO answers its
+    first PENDING trial), and Tune then gives it an actor cached at a pause or an end before
+    any other trial. Returning none leaves the cached actor to whichever PENDING trial Tune
+    finds first in a set, so reuse would follow no order.
+    """
+    starting = [r for r in store.unordered(LIVE) if _is_starting(r)]
+    return min(starting, key=SEQ).trial if starting else None
+
+
+def _is_starting(rec: TrialRecord) -> bool:
+    """Handed to Tune, its actor still starting (PENDING in Tune)."""
+    return rec.phase in LIVE and rec.trial.status == Trial.PENDING
 
 
 def _starting(rec: TrialRecord | None, masked: dict[str, str]) -> bool:
@@ -134,5 +152,4 @@ def _starting(rec: TrialRecord | None, masked: dict[str, str]) -> bool:
     then starts every other PENDING trial anyway, whatever its scheduler chose (Ray's
     ``TuneController._maybe_add_actors``); HyperBandForBOHB chooses the first PENDING trial of
     its brackets, so stopping there would hold every new trial until that actor started."""
-    return (rec is not None and rec.trial_id not in masked and rec.phase in LIVE
-            and rec.trial.status == Trial.PENDING)
+    return rec is not None and rec.trial_id not in masked and _is_starting(rec)

@@ -36,7 +36,7 @@ from fluid.core import Tunables
 from fluid.tune import _actions as actions
 from fluid.tune import _admission as admission
 from fluid.tune import _ray_compat as compat
-from fluid.tune._base_view import base_view, eligible
+from fluid.tune._base_view import base_view, eligible, first_starting
 from fluid.tune._capacity import Capacity
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._gpu_memory import GpuMemory
@@ -223,7 +223,7 @@ class FluidExecutor(TrialScheduler):
                                       lambda r: cpus.shape(r, r.width), self.report)
         if trial is None:
             admission.stop_stranded(self._store, tune_controller)
-            return actions.first_starting(self._store)
+            return first_starting(self._store)
         return trial
 
     def _plan(self, tune_controller: Any) -> None:

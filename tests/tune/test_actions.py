@@ -6,10 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from ray.tune import Callback
-from ray.tune.experiment import Trial
 
-from fluid.tune._actions import ShapeColumn, first_starting
-from fluid.tune._records import Phase, TrialRecord, TrialStore
+from fluid.tune._actions import ShapeColumn
+from fluid.tune._records import TrialRecord
 
 
 class Stateful(Callback):
@@ -90,18 +89,3 @@ def test_a_searcher_suggests_only_below_its_bound_and_each_new_bound_is_said(cap
         "(what fits at once on the CPUs)",
         "Fluid: the searcher may have 3 trials held or running at once "
         "(what fits at once under plain Tune)"]
-
-
-def test_the_first_trial_still_starting_is_named_when_none_is_released():
-    """Tune gives an actor cached at a pause to the trial its scheduler names: the first one
-    handed to Tune whose actor is still starting, in the order trials were added."""
-    store = TrialStore()
-    for tid, status in (("a", Trial.RUNNING), ("b", Trial.PENDING), ("c", Trial.PENDING)):
-        trial = SimpleNamespace(trial_id=tid, status=status, last_result={})
-        gid, until = store.group_of_new(trial, 2)
-        store.add(TrialRecord(trial, gid, until, phase=Phase.RUNNING))
-    assert first_starting(store).trial_id == "b"
-    store.move(store["b"], Phase.DONE)
-    assert first_starting(store).trial_id == "c"
-    store.move(store["c"], Phase.DONE)
-    assert first_starting(store) is None
