@@ -8,26 +8,22 @@ from __future__ import annotations
 import os
 
 import pytest
-import ray
 from ray import tune
 from ray.tune.error import TuneError
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from fluid import FluidExecutor
+from tests.dropin.ray_cases import UNDER, UNDER_TUNE_SLOW, local_ray, run, scheduler
 from tests.dropin.ray_reuse_trainables import ResettableClass, resettable_function
 
-UNDER = ("tune", "fluid")
 KINDS = {"class": ResettableClass, "function": resettable_function}
 
+one_cpu = local_ray(num_cpus=1)  # one trial at a time, as Ray's fixture
 
-@pytest.fixture(scope="module", autouse=True)
-def one_cpu():
-    """One local Ray with one CPU: one trial at a time, as Ray's fixture."""
-    os.environ["TUNE_STATE_REFRESH_PERIOD"] = "0.1"
-    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-    os.environ.pop("TUNE_STATE_REFRESH_PERIOD", None)
+
+@pytest.fixture(autouse=True)
+def state_refresh(monkeypatch):
+    """Tune's state refresh every 0.1 s, as Ray's fixture sets it."""
+    monkeypatch.setenv("TUNE_STATE_REFRESH_PERIOD", "0.1")
 
 
 class FrequentPauses(FIFOScheduler):
@@ -37,18 +33,10 @@ class FrequentPauses(FIFOScheduler):
         return TrialScheduler.PAUSE
 
 
-def scheduler(under: str, base: TrialScheduler | None = None) -> TrialScheduler | None:
-    """The case's scheduler as Ray wrote it, or wrapped in Fluid."""
-    if under == "tune":
-        return base
-    return FluidExecutor(base) if base is not None else FluidExecutor()
-
-
 def paused_often(trainable, under: str, reuse: bool | None, tmp_path, **kwargs):
     """Four trials paused after each of their two iterations; their last results."""
-    trials = tune.run(trainable, config={"id": tune.grid_search([0, 1, 2, 3])},
-                      reuse_actors=reuse, scheduler=scheduler(under, FrequentPauses()),
-                      storage_path=str(tmp_path), verbose=0, **kwargs).trials
+    trials = run(under, trainable, tmp_path, FrequentPauses(), reuse_actors=reuse,
+                 config={"id": tune.grid_search([0, 1, 2, 3])}, **kwargs).trials
     return [t.last_result for t in trials]
 
 
@@ -63,7 +51,7 @@ def test_no_reuse_unless_asked(under, reuse, tmp_path):
     assert [r["num_resets"] for r in results] == [0, 0, 0, 0]
 
 
-@pytest.mark.parametrize("under", UNDER)
+@pytest.mark.parametrize("under", UNDER_TUNE_SLOW)
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_one_actor_is_reused_for_every_trial_in_turn(under, kind, tmp_path):
     """With reuse, the one actor goes to the trials in FIFO's order: 0, 1, 2, 3, 0, 1, 2, 3."""
@@ -79,9 +67,8 @@ def test_one_actor_is_reused_for_every_trial_in_turn(under, kind, tmp_path):
 def test_a_failed_trials_actor_is_not_reused(under, kind, tmp_path):
     """A trial after a failed one starts a fresh actor; one after a finished one reuses it."""
     fails = [False, True, False, False, True, True, False, False, False]
-    trials = tune.run(KINDS[kind], config={"fail": tune.grid_search(fails)}, reuse_actors=True,
-                      raise_on_failed_trial=False, scheduler=scheduler(under),
-                      storage_path=str(tmp_path), verbose=0).trials
+    trials = run(under, KINDS[kind], tmp_path, config={"fail": tune.grid_search(fails)},
+                 reuse_actors=True, raise_on_failed_trial=False).trials
     assert [t.last_result.get("iter") for t in trials] == [2, None, 2, 2, None, None, 2, 2, 2]
     assert ([t.last_result.get("num_resets") for t in trials]
             == [0, None, 0, 1, None, None, 0, 1, 2])
@@ -99,13 +86,12 @@ def test_a_trainable_that_cannot_reset_fails_the_run(under, tmp_path):
                              scheduler=scheduler(under, FrequentPauses()))
 
 
-@pytest.mark.parametrize("under", UNDER)
+@pytest.mark.parametrize("under", UNDER_TUNE_SLOW)
 def test_a_reused_actor_logs_to_the_new_trials_files(under, tmp_path):
     """With ``log_to_file``, each trial's stdout and stderr hold its own output only."""
-    first, second = tune.run(
-        ResettableClass, config={"message": tune.grid_search(["First", "Second"]), "id": -1},
-        log_to_file=True, reuse_actors=True, scheduler=scheduler(under, FrequentPauses()),
-        storage_path=str(tmp_path), verbose=0).trials
+    first, second = run(
+        under, ResettableClass, tmp_path, FrequentPauses(), log_to_file=True, reuse_actors=True,
+        config={"message": tune.grid_search(["First", "Second"]), "id": -1}).trials
     assert (first.last_result["num_resets"], second.last_result["num_resets"]) == (2, 3)
     for trial, own, other in ((first, "First", "Second"), (second, "Second", "First")):
         out = _read(trial.storage.trial_working_directory, "stdout")

@@ -6,30 +6,23 @@ to Ray's own assertions."""
 from __future__ import annotations
 
 import pytest
-import ray
 from ray import tune
 
+from tests.dropin import ray_cases
+from tests.dropin.ray_cases import UNDER, UNDER_TUNE_SLOW, local_ray
 from tests.dropin.ray_reuse_trainables import ResettableClass, resettable_function
-from tests.dropin.test_ray_actor_reuse import KINDS, UNDER, scheduler
+from tests.dropin.test_ray_actor_reuse import KINDS
 
-
-@pytest.fixture(scope="module", autouse=True)
-def four_cpus_extra():
-    """One local Ray with 4 CPUs and 4 units of ``extra``, as Ray's fixture."""
-    ray.init(address="local", num_cpus=4, resources={"extra": 4}, include_dashboard=False,
-             log_to_driver=False)
-    yield
-    ray.shutdown()
+four_cpus_extra = local_ray(num_cpus=4, resources={"extra": 4})  # as Ray's fixture
 
 
 def run(trainable, under: str, tmp_path, **kwargs):
     """``tune.run`` with actor reuse; the trials' last results."""
-    trials = tune.run(trainable, reuse_actors=True, scheduler=scheduler(under),
-                      storage_path=str(tmp_path), verbose=0, **kwargs).trials
+    trials = ray_cases.run(under, trainable, tmp_path, reuse_actors=True, **kwargs).trials
     return [t.last_result for t in trials]
 
 
-@pytest.mark.parametrize("under", UNDER)
+@pytest.mark.parametrize("under", UNDER_TUNE_SLOW)
 @pytest.mark.parametrize("kind", ["class", pytest.param("function", marks=pytest.mark.slow)])
 def test_two_actors_side_by_side_are_both_reused(under, kind, tmp_path, monkeypatch):
     """Two trials of 2 CPUs at a time: the third and the fourth each reuse one of their actors
@@ -54,7 +47,7 @@ def test_a_failed_trials_actor_is_not_reused_beside_another(under, tmp_path, mon
     assert [results[i].get("num_resets") for i in (0, 2, 3)] == [0, 0, 1]
 
 
-@pytest.mark.parametrize("under", UNDER)
+@pytest.mark.parametrize("under", UNDER_TUNE_SLOW)
 def test_one_trial_at_a_time_still_reuses_its_actor(under, tmp_path):
     """``max_concurrent_trials=1``: no trial waits while another runs, and each of the six
     reuses the one actor."""

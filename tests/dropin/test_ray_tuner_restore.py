@@ -13,22 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-import ray
 from ray import tune
 from ray.tune import Callback, Checkpoint, FailureConfig, RunConfig, TuneConfig, Tuner
 from ray.tune.experiment import Trial
 
-from fluid import FluidExecutor
+from tests.dropin.ray_cases import UNDER, UNDER_TUNE_SLOW, local_ray, scheduler
 
-UNDER = ("tune", "fluid")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def two_cpus():
-    """One local Ray with 2 CPUs, as Ray's fixture."""
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+two_cpus = local_ray(num_cpus=2)  # as Ray's fixture
 
 
 def sometimes_failing(config: dict) -> None:
@@ -73,7 +64,7 @@ class FailOnStats(Callback):
 
 def tuner(under: str, tmp_path: Path, name: str, space: dict, **run: object) -> Tuner:
     """The case's Tuner, its scheduler as Ray wrote it (FIFO) or Fluid's."""
-    config = TuneConfig(num_samples=1, scheduler=FluidExecutor() if under == "fluid" else None)
+    config = TuneConfig(num_samples=1, scheduler=scheduler(under))
     return Tuner(sometimes_failing, tune_config=config, param_space=space,
                  run_config=RunConfig(name=name, storage_path=str(tmp_path), **run))
 
@@ -108,7 +99,7 @@ def interrupted(under: str, tmp_path: Path, name: str) -> None:
         first.fit()
 
 
-@pytest.mark.parametrize("under", UNDER)
+@pytest.mark.parametrize("under", UNDER_TUNE_SLOW)
 def test_resume_unfinished_continues_running_trials_and_keeps_errors(under, tmp_path):
     """Defaults: the running trial continues from its checkpoint, the pending one starts, the
     errored one stays errored: ``it`` 2, 3, 1, 2 and one error."""
