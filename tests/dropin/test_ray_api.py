@@ -4,10 +4,8 @@ results, iteration and timestep counters, what loggers and schedulers are given 
 class trainables, trial errors and ``raise_on_failed_trial``, ``checkpoint_at_end`` for class
 trainables, ``tune.with_parameters``, ``resources_per_trial`` and resuming errored trials.
 
-Each case runs twice on one local Ray (4 CPUs): as Ray wrote it (``under="tune"``: its
-scheduler, or none) and with only the scheduler wrapped (``under="fluid"``:
-``FluidExecutor(<its scheduler>)``, ``FluidExecutor()`` where it has none), and both runs are
-held to Ray's assertions."""
+Each case runs under plain Tune and under Fluid (``tests.dropin.ray_cases``) on 4 CPUs, and
+both runs are held to Ray's assertions."""
 
 from __future__ import annotations
 

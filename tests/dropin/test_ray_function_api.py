@@ -6,10 +6,8 @@ resized by a ``ResourceChangingScheduler`` (Fluid's documented refusal: it resiz
 Ray saved and restored its trainables by hand; here a scheduler pauses the trial
 (``PauseAt``) and Tune saves and restores it.
 
-Each case runs twice on one local Ray (4 CPUs): as Ray wrote it (``under="tune"``: its
-scheduler, or none) and with only the scheduler wrapped (``under="fluid"``:
-``FluidExecutor(<its scheduler>)``, ``FluidExecutor()`` where it has none), and both runs are
-held to Ray's assertions."""
+Each case runs under plain Tune and under Fluid (``tests.dropin.ray_cases``) on 4 CPUs, and
+both runs are held to Ray's assertions."""
 
 from __future__ import annotations
 
