@@ -122,7 +122,7 @@ def _fifo(store: TrialStore, waiting: list[TrialRecord]) -> tuple[list[TrialReco
     held = [r for r in waiting if r.phase is Phase.HELD]
     if len(held) == len(waiting):
         return held, False
-    if held or store.count(_PLANNED) or first_starting(store) is not None:
+    if held or store.count(_PLANNED) or any(map(_is_starting, store.unordered(LIVE))):
         return held, True
     paused = [r for r in waiting if r.phase is Phase.PAUSED]
     return paused[:1], len(paused) > 1
