@@ -16,7 +16,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, HyperBandScheduler, TrialScheduler
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._records import LIVE, MASKED, SEQ, STARTABLE, Phase, TrialRecord, TrialStore
+from fluid.tune._records import LIVE, MASKED, STARTABLE, Phase, TrialRecord, TrialStore
 
 #: Planned to start, waiting for their GPUs or for Tune: PENDING under plain Tune.
 _PLANNED = frozenset({Phase.QUEUED, Phase.READY})
@@ -122,23 +122,10 @@ def _fifo(store: TrialStore, waiting: list[TrialRecord]) -> tuple[list[TrialReco
     held = [r for r in waiting if r.phase is Phase.HELD]
     if len(held) == len(waiting):
         return held, False
-    if held or store.count(_PLANNED) or any(map(_is_starting, store.unordered(LIVE))):
+    if held or store.count(_PLANNED) or store.first_starting() is not None:
         return held, True
     paused = [r for r in waiting if r.phase is Phase.PAUSED]
     return paused[:1], len(paused) > 1
-
-
-def first_starting(store: TrialStore) -> Trial | None:
-    """The first trial (in the order trials were added) handed to Tune whose actor is still
-    starting, for the scheduler to return when it releases none.
-
-    Why: plain Tune's scheduler names such a trial again while it starts (FIFO answers its
-    first PENDING trial), and Tune then gives it an actor cached at a pause or an end before
-    any other trial. Returning none leaves the cached actor to whichever PENDING trial Tune
-    finds first in a set, so reuse would follow no order.
-    """
-    starting = [r for r in store.unordered(LIVE) if _is_starting(r)]
-    return min(starting, key=SEQ).trial if starting else None
 
 
 def _is_starting(rec: TrialRecord) -> bool:

@@ -36,7 +36,7 @@ from fluid.core import Tunables
 from fluid.tune import _actions as actions
 from fluid.tune import _admission as admission
 from fluid.tune import _ray_compat as compat
-from fluid.tune._base_view import base_view, eligible, first_starting
+from fluid.tune._base_view import base_view, eligible
 from fluid.tune._capacity import Capacity
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._gpu_memory import GpuMemory
@@ -204,7 +204,7 @@ class FluidExecutor(TrialScheduler):
     @timed
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """Plan if anything changed; return the next planned trial with its new shape, else
-        the first one still starting (``first_starting``). A GPU node that joined is read
+        the first one still starting (``TrialStore.first_starting``). A GPU node that joined is read
         before this step plans (``GpuMemory``)."""
         gpus = self._capacity.follow(self._planner)
         self._memory.follow(gpus, self.estimator, self._life, self._nodes)
@@ -223,7 +223,7 @@ class FluidExecutor(TrialScheduler):
                                       lambda r: cpus.shape(r, r.width), self.report)
         if trial is None:
             admission.stop_stranded(self._store, tune_controller)
-            return first_starting(self._store)
+            return getattr(self._store.first_starting(), "trial", None)
         return trial
 
     def _plan(self, tune_controller: Any) -> None:

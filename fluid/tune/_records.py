@@ -23,6 +23,7 @@ Records are frozen: the store writes them (``add``, ``move``, ``update``, ``add_
 
 from __future__ import annotations
 
+import heapq
 import logging
 import operator
 from collections import deque
@@ -169,6 +170,11 @@ class TrialStore:
         # unmeasured trial's estimate, asked at each measurement.
         self.own_alphas: dict[str, float] = {}
         self.own_betas: dict[str, float] = {}
+        # Live records whose actor may still be starting, as a heap of (seq, id): each is
+        # pushed when it is filed or moved into a live phase (the only way a live trial becomes
+        # PENDING in Tune: handed to it), and dropped once ``first_starting`` sees it is not.
+        self._maybe_starting: list[tuple[int, str]] = []
+        self._in_maybe_starting: set[str] = set()
 
     # -- reading -----------------------------------------------------------------------
     def get(self, trial_id: str) -> TrialRecord | None:
@@ -215,6 +221,28 @@ class TrialStore:
         """The trial added last (``None``: none yet)."""
         return next(reversed(self.records.values()), None)
 
+    def first_starting(self) -> TrialRecord | None:
+        """The first live record (in the order trials were added) whose actor is still
+        starting (PENDING in Tune): amortized O(log n) in the records moved into a live phase.
+
+        Why: plain Tune's scheduler names such a trial again while it starts (FIFO answers
+        its first PENDING trial), and Tune then gives it an actor cached at a pause or an end
+        before any other trial; the executor names it when it releases none, so a cached
+        actor goes where plain Tune gives it, not to whichever PENDING trial Tune finds first.
+        """
+        heap = self._maybe_starting
+        while heap:
+            rec = self.records.get(heap[0][1])
+            if rec is not None and rec.phase in LIVE and rec.trial.status == PENDING:
+                return rec
+            self._in_maybe_starting.discard(heapq.heappop(heap)[1])
+        return None
+
+    def _note_live(self, rec: TrialRecord) -> None:
+        if rec.phase in LIVE and rec.trial_id not in self._in_maybe_starting:
+            self._in_maybe_starting.add(rec.trial_id)
+            heapq.heappush(self._maybe_starting, (rec.seq, rec.trial_id))
+
     def in_flight(self) -> int:
         """Trials in flight for a searcher's bound (held or running): a trial without GPU
         counts only until it runs (its CPUs bound it then, as under plain Tune)."""
@@ -240,6 +268,7 @@ class TrialStore:
         self._by_phase[rec.phase][rec.trial_id] = rec
         self._changed.add(rec.trial_id)
         self._max_until_stale = True
+        self._note_live(rec)
 
     def update(self, rec: TrialRecord, **values: Any) -> None:
         """Write fields of a record (not its phase: ``move``)."""
@@ -266,6 +295,7 @@ class TrialStore:
             del self._by_phase[old][rec.trial_id]
             self._by_phase[phase][rec.trial_id] = rec
             object.__setattr__(rec, "phase", phase)
+        self._note_live(rec)
         self.update(rec, **values)
 
     def add_sample(self, rec: TrialRecord, seconds: float, width: float, kept: int,

@@ -7,7 +7,7 @@ import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, HyperBandScheduler
 
-from fluid.tune._base_view import base_view, chooses_idempotently, eligible, first_starting
+from fluid.tune._base_view import base_view, chooses_idempotently, eligible
 from fluid.tune._records import Phase, TrialRecord, TrialStore
 
 from .planning import fake_trial as _trial
@@ -77,18 +77,3 @@ def test_hyperband_answers_once_so_a_paused_trial_it_names_is_taken():
     """HyperBand takes the paused trial it answers off its list of trials to resume."""
     assert not chooses_idempotently(HyperBandScheduler())
     assert chooses_idempotently(FIFOScheduler()) and chooses_idempotently(_FifoSubclass())
-
-
-def test_the_first_trial_still_starting_is_named_when_none_is_released():
-    """Tune gives an actor cached at a pause to the trial its scheduler names: the first one
-    handed to Tune whose actor is still starting, in the order trials were added."""
-    store = TrialStore()
-    for tid, status in (("a", Trial.RUNNING), ("b", Trial.PENDING), ("c", Trial.PENDING)):
-        trial = _trial(tid, status)
-        gid, until = store.group_of_new(trial, 2)
-        store.add(TrialRecord(trial, gid, until, phase=Phase.RUNNING))
-    assert first_starting(store).trial_id == "b"
-    store.move(store["b"], Phase.DONE)
-    assert first_starting(store).trial_id == "c"
-    store.move(store["c"], Phase.DONE)
-    assert first_starting(store) is None

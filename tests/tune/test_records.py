@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from fluid.tune._records import TRANSITIONS, Phase, PhaseError, TrialRecord, TrialStore
+from fluid.tune._records import LIVE, TRANSITIONS, Phase, PhaseError, TrialRecord, TrialStore
 
 from .planning import fake_trial as _trial
 
@@ -66,6 +66,43 @@ def test_in_phase_follows_every_phase_change_in_the_order_trials_were_added():
         wanted = frozenset(rng.sample(phases, rng.randint(1, 4)))
         expected = [r for r in store.records.values() if r.phase in wanted]
         assert [id(r) for r in store.in_phase(wanted)] == [id(r) for r in expected]
+
+
+def test_the_first_trial_still_starting_is_named_when_none_is_released():
+    """Tune gives an actor cached at a pause to the trial its scheduler names: the first one
+    handed to Tune whose actor is still starting, in the order trials were added."""
+    store = TrialStore()
+    for tid, status in (("a", "RUNNING"), ("b", "PENDING"), ("c", "PENDING")):
+        trial = _trial(tid, status)
+        gid, until = store.group_of_new(trial, 2)
+        store.add(TrialRecord(trial, gid, until, phase=Phase.RUNNING))
+    assert store.first_starting().trial_id == "b"
+    store.move(store["b"], Phase.DONE)
+    assert store.first_starting().trial_id == "c"
+    store.move(store["c"], Phase.DONE)
+    assert store.first_starting() is None
+
+
+def test_first_starting_follows_tune_starting_and_restarting_trials():
+    # Tune makes a live trial PENDING only when it is handed over (moved into a live phase,
+    # a resizing trial released again: a move to its own phase); its actor starts whenever.
+    # A scan of every record is the reference.
+    rng = random.Random(1)
+    store = TrialStore()
+    recs = [TrialRecord(_trial(f"t{i}", "PAUSED"), 0, 5) for i in range(30)]
+    for rec in recs:
+        store.add(rec)
+    for _ in range(3000):
+        rec = rng.choice(recs)
+        if rng.random() < 0.5 and rec.trial.status == "PENDING":
+            rec.trial.status = "RUNNING"  # its actor started
+        else:
+            phase = rng.choice(sorted(TRANSITIONS[rec.phase] | {rec.phase}, key=str))
+            rec.trial.status = "PENDING" if phase in LIVE else rng.choice(("PAUSED", "PENDING"))
+            store.move(rec, phase)
+        starting = [r for r in store.records.values()
+                    if r.phase in LIVE and r.trial.status == "PENDING"]
+        assert store.first_starting() is (starting[0] if starting else None)
 
 
 def test_a_trial_holding_several_gpus_in_one_process_is_not_called_a_gang():
