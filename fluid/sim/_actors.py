@@ -71,6 +71,8 @@ class SimActors:
         self.sim: dict[Trial, SimTrialState] = {}
         self._models_by_id: dict[str, TrialModel] = {}
         self._iterations: dict[Trial, _Iteration] = {}  # iterations in flight
+        self._iteration_seq = 0  # each new iteration's place in that dict's order
+        self._by_id: dict[str, Trial] = {}
         self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
         self._ckpts = 0
 
@@ -79,6 +81,7 @@ class SimActors:
         sim = SimTrialState(len(self.sim))
         sim.rng = np.random.default_rng([self.seed, sim.index])
         self.sim[trial] = sim
+        self._by_id[trial.trial_id] = trial
 
     # ------------------------------------------------------------------ requests, placement
     def add_actors(self, chosen: Trial | None) -> bool:
@@ -191,11 +194,12 @@ class SimActors:
         return [self._models_by_id[t] for t in ids if t in self._models_by_id]
 
     def _computing_mates(self, trial: Trial) -> list[Trial]:
-        """The other trials on the trial's GPU with an iteration in flight."""
-        ids = set(self.cluster.pool.neighbours(trial.trial_id))
-        if not ids:  # most trials run alone: no scan of every iteration in flight
-            return []
-        return [t for t in self._iterations if t.trial_id in ids]
+        """The other trials on the trial's GPU with an iteration in flight, in the order their
+        iterations began (the order their events are pushed in)."""
+        flying = self._iterations
+        ids = dict.fromkeys(self.cluster.pool.neighbours(trial.trial_id))
+        mates = [t for t in map(self._by_id.get, ids) if t in flying]
+        return sorted(mates, key=lambda t: flying[t].seq) if len(mates) > 1 else mates
 
     def _timing(self, trial: Trial, width: float) -> Timing:
         """The truth's time of a whole iteration of the trial at ``width``, beside the trials
@@ -271,7 +275,11 @@ class SimActors:
         if sim.first_start is None:
             sim.first_start = begin
         end = self._task_at(trial, timing.seconds * noise)
-        self._iterations[trial] = _Iteration(begin, timing.seconds * noise, noise, end)
+        old = self._iterations.get(trial)
+        if old is None:
+            self._iteration_seq += 1
+        seq = self._iteration_seq if old is None else old.seq
+        self._iterations[trial] = _Iteration(begin, timing.seconds * noise, noise, end, seq)
         self.cluster.set_active(trial.trial_id, timing.busy)
         self._events.push(end, RESULT, trial, actor.token)
         self._retime(self._computing_mates(trial))
@@ -322,12 +330,14 @@ class SimActors:
 @dataclass(slots=True)
 class _Iteration:
     """An iteration in flight: when it began, its seconds at the pace it holds since ``since``
-    (noise included), its noise, its end, and the share of its work left at ``since``."""
+    (noise included), its noise, its end, its place among the iterations in flight (``seq``)
+    and the share of its work left at ``since``."""
 
     begin: float
     seconds: float
     noise: float
     end: float
+    seq: int
     since: float = field(init=False)
     left: float = 1.0
 
