@@ -266,8 +266,15 @@ def judged_beta(t: LiveTrial, beta_spread: float) -> RunningTrial:
     standard deviation of ``log beta_i`` across configurations; its own as it is."""
     if t.beta_measured or beta_spread <= 0:
         return t.trial
+    # Kept on the (frozen) view: a re-plan judges every live trial of the group, and the
+    # adapter hands the same view again until the trial changes.
+    kept = t.__dict__.get("_judged")
+    if kept is not None and kept[0] == beta_spread:
+        return kept[1]
     spec = t.trial.spec
-    return replace(t.trial, spec=replace(spec, beta=spec.beta * math.exp(Z975 * beta_spread)))
+    judged = replace(t.trial, spec=replace(spec, beta=spec.beta * math.exp(Z975 * beta_spread)))
+    object.__setattr__(t, "_judged", (beta_spread, judged))
+    return judged
 
 
 def resize_group(live: Sequence[LiveTrial], pool: GpuPool, config: PolicyConfig,

@@ -26,7 +26,7 @@ from fluid.core.policy import (
 from fluid.tune._cpus import CpuAccount
 from fluid.tune._estimator import OverheadEstimator
 from fluid.tune._lifecycle import Decision, Lifecycle
-from fluid.tune._records import Phase
+from fluid.tune._records import SEQ, Phase
 from fluid.tune._specs import SpecCache
 
 _RUNNING = frozenset({Phase.RUNNING})
@@ -53,8 +53,9 @@ class Resizes:
 
     def unpack(self, pool: GpuPool) -> Decision:
         """Running leaders on a share onto a whole GPU (``fluid.core.policy.unpack_leaders``)."""
-        running = [r for r in self._store.in_phase(_RUNNING)
-                   if r.width and r.width < 1 and r.trial_id not in self._life.pending]
+        pending = self._life.pending
+        running = sorted((r for r in self._store.unordered(_RUNNING)
+                          if r.width and r.width < 1 and r.trial_id not in pending), key=SEQ)
         if not running:
             return Decision(pool=pool)
         moved, pool = unpack_leaders(self._specs.live_trials(running), pool,
