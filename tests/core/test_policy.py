@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import math
 import pkgutil
 from dataclasses import replace
 
@@ -26,6 +27,7 @@ from fluid.core.policy import (
     first_result_due,
     group_load,
     is_probe_candidate,
+    judged_beta,
     may_probe,
     probe_gangs,
     replan_due,
@@ -245,3 +247,15 @@ def test_rounds() -> None:
     pool = GpuPool(4)
     live = _live(pool, [TrialSpec("a", 30.0), TrialSpec("b", 10.0)], [1.0, 1.0])
     assert group_load(live, pool) == pytest.approx(40.0 / 4)
+
+
+def test_an_unmeasured_beta_is_judged_at_the_slow_end_of_the_spread_it_is_asked_at() -> None:
+    # The view keeps its judged trial; asked at another spread it is judged again.
+    (t,) = _live(GpuPool(2), [TrialSpec("t", 100.0, beta=1.2, d=2)], [1.0])
+    wide, narrow = judged_beta(t, 0.5), judged_beta(t, 0.1)
+    assert wide.spec.beta == pytest.approx(1.2 * math.exp(1.96 * 0.5))
+    assert narrow.spec.beta == pytest.approx(1.2 * math.exp(1.96 * 0.1))
+    assert judged_beta(t, 0.1) is narrow and judged_beta(t, 0.0) is t.trial
+    (measured,) = _live(GpuPool(2), [TrialSpec("m", 100.0, beta=1.2, d=2)], [1.0],
+                        beta_measured=True)
+    assert judged_beta(measured, 0.5) is measured.trial
