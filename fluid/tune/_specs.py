@@ -136,6 +136,14 @@ class SpecCache:
             self._fresh.add(tid)
         return spec
 
+    def c_of(self, rec: TrialRecord) -> int:
+        """The trial's ``c_i``: its cached spec's while its record is unchanged (``c_i`` rests
+        on the record and on what ``_sync`` watches), without building the spec again."""
+        self._sync()
+        if rec.trial_id in self._settled:
+            return self._specs[rec.trial_id].inputs.c
+        return self.spec(rec).c
+
     def _facts(self, rec: TrialRecord, alpha: float, beta: float) -> TrialFacts:
         return TrialFacts(
             alpha, beta, alpha_measured=rec.own_alpha is not None,
