@@ -167,16 +167,15 @@ class Lifecycle:
             self.queue.sort(key=lambda i: -self.store[i].priority)
             self._queue_unsorted = False
 
+    @property
     def queue_priority(self) -> int | None:
         """The highest priority of a queued trial (``None``: none queued): the first one's
         while the queue is in priority order, without a scan of it."""
         if not self.queue:
             return None
-        if self._specs.take_reprioritized():
-            self._queue_unsorted = True
-        if not self._queue_unsorted:
-            return self.store[self.queue[0]].priority
-        return max(self.store[i].priority for i in self.queue)
+        if self._queue_unsorted or self._specs.reprioritized:
+            return max(self.store[i].priority for i in self.queue)
+        return self.store[self.queue[0]].priority
 
     def started(self, ids: Iterable[str]) -> None:
         """These left the queue (placed in the plan: ``placed`` next)."""

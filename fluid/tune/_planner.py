@@ -243,7 +243,7 @@ class Planner:
         newly = [r for r in fit if not r.no_gpu]
         # What the algorithm waits on first: no trial starts while one of a higher priority
         # waits for GPUs (it would take the shares that free up and starve that one).
-        waits = life.queue_priority()
+        waits = life.queue_priority
         for p in sorted({r.priority for r in newly}, reverse=True):
             yield from self._plan_static([r for r in newly if r.priority == p],
                                          waits is None or p >= waits)

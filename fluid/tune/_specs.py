@@ -94,6 +94,12 @@ class SpecCache:
         self._fresh.discard(trial_id)
         self._settled.discard(trial_id)
 
+    @property
+    def reprioritized(self) -> bool:
+        """Whether a trial's priority changed since the last ``take_reprioritized``."""
+        self._sync()
+        return self._reprioritized
+
     def take_reprioritized(self) -> bool:
         """Whether a trial's priority changed since the last call (the queue's order may)."""
         self._sync()

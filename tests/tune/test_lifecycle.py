@@ -73,19 +73,19 @@ def test_the_highest_queued_priority_follows_the_queue_unsorted_and_reprioritize
     store, _, planner = make_planner(gpus=1)
     life = planner.life
     recs = file_records(store, 4)
-    assert life.queue_priority() is None
+    assert life.queue_priority is None
     life.queued(["t0", "t1"])
-    assert life.queue_priority() == 0
+    assert life.queue_priority == 0
     store.update(recs[2], priority=2)
     life.queued(["t2"])  # after lower ones, not sorted yet
-    assert life.queue_priority() == 2
+    assert life.queue_priority == 2
     life.sort_queue()
     store.update(recs[0], priority=3)  # a queued trial promoted since the sort
-    assert life.queue_priority() == 3
+    assert life.queue_priority == 3
     life.sort_queue()
     store.update(recs[0], priority=0)
     life.started(["t2"])
-    assert life.queue_priority() == 0 and life.queue == ["t0", "t1"]
+    assert life.queue_priority == 0 and life.queue == ["t0", "t1"]
 
 
 def test_a_trial_paused_or_departed_frees_its_gpu_and_says_when():
