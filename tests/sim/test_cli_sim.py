@@ -138,6 +138,18 @@ def test_bench_sim_small(capsys):
     assert all(r["trials"] == 40 and r["wall_s"] > 0 for r in rows)
 
 
+def test_bench_sim_profiles_where_the_time_goes(capsys):
+    assert main(["bench", "sim", "--trials", "20", "--gpus", "8", "--executors", "fluid",
+                 "--profile", "3", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    top = row["profile"]
+    assert len(top) == 3 and all(f["function"].startswith("fluid/") for f in top)
+    assert [f["own_s"] for f in top] == sorted((f["own_s"] for f in top), reverse=True)
+    assert all(f["calls"] > 0 and f["cumulative_s"] >= f["own_s"] for f in top)
+    assert main(["bench", "sim", "--trials", "20", "--profile", "0"]) == 2
+    assert "--profile" in capsys.readouterr().err
+
+
 def test_simulate_says_in_one_line_when_ray_is_too_old(monkeypatch, capsys):
     import ray
 
