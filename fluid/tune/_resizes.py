@@ -53,11 +53,11 @@ class Resizes:
 
     def unpack(self, pool: GpuPool) -> Decision:
         """Running leaders on a share onto a whole GPU (``fluid.core.policy.unpack_leaders``)."""
-        pending, specs = self._life.pending, self._specs
+        pending = self._life.pending
+        packed = [r for r in self._store.unordered(_RUNNING)
+                  if r.width and r.width < 1 and r.trial_id not in pending]
         # (only a trial whose c_i is 1 is a leader to unpack: the others' views are not built)
-        running = sorted((r for r in self._store.unordered(_RUNNING)
-                          if r.width and r.width < 1 and r.trial_id not in pending
-                          and specs.c_of(r) == 1), key=SEQ)
+        running = sorted(self._specs.with_c(packed, 1), key=SEQ)
         if not running:
             return Decision(pool=pool)
         moved, pool = unpack_leaders(self._specs.live_trials(running), pool,

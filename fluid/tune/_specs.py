@@ -10,6 +10,7 @@ the live trials with a width are indexed by group from the same changes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from fluid.core import LiveTrial, PolicyConfig, TrialFacts, TrialSpec, Tunables, trial_limits
@@ -142,13 +143,14 @@ class SpecCache:
             self._fresh.add(tid)
         return spec
 
-    def c_of(self, rec: TrialRecord) -> int:
-        """The trial's ``c_i``: its cached spec's while its record is unchanged (``c_i`` rests
-        on the record and on what ``_sync`` watches), without building the spec again."""
+    def with_c(self, recs: Iterable[TrialRecord], c: int) -> list[TrialRecord]:
+        """Those of ``recs`` whose ``c_i`` is ``c``: a cached spec's while its record is
+        unchanged (``c_i`` rests on the record and on what ``_sync`` watches), without
+        building the spec again."""
         self._sync()
-        if rec.trial_id in self._settled:
-            return self._specs[rec.trial_id].inputs.c
-        return self.spec(rec).c
+        settled, specs = self._settled, self._specs
+        return [r for r in recs
+                if (specs[r.trial_id].inputs.c if r.trial_id in settled else self.spec(r).c) == c]
 
     def _facts(self, rec: TrialRecord, alpha: float, beta: float) -> TrialFacts:
         return TrialFacts(
