@@ -135,11 +135,11 @@ class TrialRecord:
     no_gpu: bool = False  # asked for no GPU, not Fluid-aware: runs on its request, as in Tune
     result_width: float | None = None  # the width its last result ran at (its result rows)
     seq: int = field(default=0, init=False, repr=False)  # order of addition (set when filed)
+    # The Tune trial id, read once: every index and plan looks trials up by it.
+    trial_id: str = field(default="", init=False, repr=False)
 
-    @property
-    def trial_id(self) -> str:
-        """The Tune trial id."""
-        return self.trial.trial_id
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trial_id", self.trial.trial_id)
 
     def shape(self, width: float | None) -> str:
         """How the trial runs at ``width``, as users read it (``'0.5 GPU'``, ``'gang of 2

@@ -26,7 +26,7 @@ class Stateful(Callback):
 
 class Store:
     def get(self, trial_id):
-        return TrialRecord(trial=None, group=0, until=None, actual=0.5) \
+        return TrialRecord(trial=SimpleNamespace(trial_id=trial_id), group=0, until=None, actual=0.5) \
             if trial_id == "packed" else None
 
 

@@ -107,7 +107,7 @@ def test_first_starting_follows_tune_starting_and_restarting_trials():
 
 def test_a_trial_holding_several_gpus_in_one_process_is_not_called_a_gang():
     def rec(**kw):
-        return TrialRecord(trial=None, group=0, until=None, **kw)
+        return TrialRecord(trial=_trial("t"), group=0, until=None, **kw)
 
     assert rec().shape(2.0) == "2 GPU"  # tune.with_resources(train, {"gpu": 2})
     assert rec(elastic=True).shape(2.0) == "gang of 2 GPU"

@@ -7,6 +7,7 @@ import json
 import os
 import tempfile
 import time
+from types import SimpleNamespace
 
 import pytest
 import ray
@@ -56,7 +57,8 @@ def test_planner_shapes_keep_the_extras():
     from fluid.tune._cpus import CpuAccount
     from fluid.tune._records import TrialRecord, TrialStore
 
-    rec = TrialRecord(None, 0, 4, cpus=0.1, extras=extras_of(REQUEST.bundles))
+    rec = TrialRecord(SimpleNamespace(trial_id="t"), 0, 4, cpus=0.1,
+                      extras=extras_of(REQUEST.bundles))
     account = CpuAccount(TrialStore(), None, 0.1)  # the planner's shapes
     for width in (0.5, 1.0, 3.0):
         bundles = account.shape(rec, width).bundles
