@@ -16,6 +16,7 @@ controller's docstring).
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -71,7 +72,7 @@ class SimActors:
         self.sim: dict[Trial, SimTrialState] = {}
         self._models_by_id: dict[str, TrialModel] = {}
         self._iterations: dict[Trial, _Iteration] = {}  # iterations in flight
-        self._iteration_seq = 0  # each new iteration's place in that dict's order
+        self._iteration_seqs = itertools.count()  # each new iteration's place in its order
         self._by_id: dict[str, Trial] = {}
         self._ckpt_state: dict[str, tuple[float | None, int, float, float]] = {}
         self._ckpts = 0
@@ -275,10 +276,8 @@ class SimActors:
         if sim.first_start is None:
             sim.first_start = begin
         end = self._task_at(trial, timing.seconds * noise)
-        old = self._iterations.get(trial)
-        if old is None:
-            self._iteration_seq += 1
-        seq = self._iteration_seq if old is None else old.seq
+        old = self._iterations.get(trial)  # (a dict keeps a replaced key's place)
+        seq = next(self._iteration_seqs) if old is None else old.seq
         self._iterations[trial] = _Iteration(begin, timing.seconds * noise, noise, end, seq)
         self.cluster.set_active(trial.trial_id, timing.busy)
         self._events.push(end, RESULT, trial, actor.token)

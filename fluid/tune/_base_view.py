@@ -16,7 +16,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, HyperBandScheduler, TrialScheduler
 
 from fluid.tune import _ray_compat as compat
-from fluid.tune._records import LIVE, MASKED, STARTABLE, Phase, TrialRecord, TrialStore
+from fluid.tune._records import MASKED, STARTABLE, Phase, TrialRecord, TrialStore, is_starting
 
 #: Planned to start, waiting for their GPUs or for Tune: PENDING under plain Tune.
 _PLANNED = frozenset({Phase.QUEUED, Phase.READY})
@@ -128,15 +128,10 @@ def _fifo(store: TrialStore, waiting: list[TrialRecord]) -> tuple[list[TrialReco
     return paused[:1], len(paused) > 1
 
 
-def _is_starting(rec: TrialRecord) -> bool:
-    """Handed to Tune, its actor still starting (PENDING in Tune)."""
-    return rec.phase in LIVE and rec.trial.status == Trial.PENDING
-
-
 def _starting(rec: TrialRecord | None, masked: dict[str, str]) -> bool:
     """Whether the base chose a trial already handed to Tune whose actor is still starting
     (PENDING in Tune, as under plain Tune, where the base may choose it again too). Plain Tune
     then starts every other PENDING trial anyway, whatever its scheduler chose (Ray's
     ``TuneController._maybe_add_actors``); HyperBandForBOHB chooses the first PENDING trial of
     its brackets, so stopping there would hold every new trial until that actor started."""
-    return rec is not None and rec.trial_id not in masked and _is_starting(rec)
+    return rec is not None and rec.trial_id not in masked and is_starting(rec)

@@ -233,7 +233,7 @@ class TrialStore:
         heap = self._maybe_starting
         while heap:
             rec = self.records.get(heap[0][1])
-            if rec is not None and rec.phase in LIVE and rec.trial.status == PENDING:
+            if rec is not None and is_starting(rec):
                 return rec
             self._in_maybe_starting.discard(heapq.heappop(heap)[1])
         return None
@@ -366,6 +366,11 @@ class TrialStore:
         self.add_group(TrialGroup([trial], {trial.trial_id: stop_until or 0}, "rolling"))
         gid = max(g for g in self.groups if self.groups[g].name == "rolling")
         return gid, stop_until
+
+
+def is_starting(rec: TrialRecord) -> bool:
+    """Handed to Tune, its actor still starting (PENDING in Tune)."""
+    return rec.phase in LIVE and rec.trial.status == PENDING
 
 
 def stop_of(trial: Any) -> int | None:
