@@ -54,6 +54,7 @@ def _benchmarks() -> dict[str, tuple[str, ...]]:
         "policy": ("bench", "policy", "--json"),
         "sim": ("bench", "sim", "--executors", "tune,fluid", "--json"),
         "sim-10000": ("bench", "sim", "--executors", "fluid", "--trials", "10000", "--json"),
+        "sim-restarts": ("bench", "sim", "--executors", "fluid", "--seeds", "10", "--json"),
         "validate": ("simulate", "--validate", "--json"),
         "e2e": ("bench", "e2e", "--quick", "--json"),
         "e2e-load2": ("bench", "e2e", "--quick", "--load", "2", "--json"),
@@ -380,10 +381,11 @@ def paper(res: Results) -> list[str]:
 def page(res: Results) -> str:
     """docs/benchmarks.md from ``res``."""
     from fluid.cli.bench_dropin import page_section as dropin
+    from fluid.cli.bench_sim_restarts import page_section as restarts
 
     parts = [*INTRO.splitlines(), ""]
-    for section in (figure7, ceiling, no_profile, grids, paper, policy_and_simulator, validation,
-                    real_runs, dropin):
+    for section in (figure7, ceiling, no_profile, grids, paper, policy_and_simulator, restarts,
+                    validation, real_runs, dropin):
         parts += section(res)
     wrapped = [line if line.startswith("|") else textwrap.fill(line, 96, break_long_words=False,
                                                                  break_on_hyphens=False)

@@ -108,3 +108,18 @@ def test_jobs_below_one_are_refused_naming_the_option(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "bench", "doc", str(tmp_path), "--run", "--jobs", "0")
     assert code == 2 and "--jobs must be at least 1, got 0" in err
+
+
+def test_restarts_section_shows_what_fluids_restarts_bought(tmp_path: Path) -> None:
+    bought = {"against": "fluid_static", "seeds": list(range(10)), "restarts_per_trial": 0.6,
+              "makespan_ratio": 1.37, "makespan_ratio_ci": [1.3, 1.45], "makespan_seeds": 10,
+              "time_to_target_ratio": 0.96, "time_to_target_ratio_ci": [0.9, 1.02],
+              "time_to_target_seeds": 8}
+    assert "Not run yet: sim-restarts." in page(Results(tmp_path))
+    _write(tmp_path, "sim-restarts", [{"executor": "fluid", "trials": 1000, "gpus": 512,
+                                       "restarts_per_trial": 0.613, "bought": bought}])
+    text = page(Results(tmp_path))
+    assert "## Restarts and what they bought" in text
+    assert ("| 1,000 | 512 | 10 | 0.613 | 0.600 | 1.37x [1.30, 1.45] | "
+            "0.96x [0.90, 1.02] (over 8 seeds) |") in text
+    assert "`fluid bench sim --executors fluid --seeds 10 --json`, at `abc1234`." in text

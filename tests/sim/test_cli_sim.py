@@ -158,3 +158,57 @@ def test_simulate_says_in_one_line_when_ray_is_too_old(monkeypatch, capsys):
                  "--seeds", "1", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "found ray 2.55.1" in err[0] and "ray[tune]>=2.57" in err[0], err
+
+
+def test_bench_sim_reports_what_fluids_restarts_bought_against_resizes_off(capsys):
+    from fluid.cli.bench_sim import ITERATIONS
+    from fluid.sim.experiment import run_experiment
+    from fluid.sim.workloads import get_workload
+
+    assert main(["bench", "sim", "--trials", "20", "--gpus", "8", "--executors", "tune,fluid",
+                 "--seed", "3", "--seeds", "2", "--json"]) == 0
+    tune, fluid = json.loads(capsys.readouterr().out)  # resizes off runs, but is no row
+    assert tune["seeds"] == fluid["seeds"] == [3, 4] and "bought" not in tune
+    workload = get_workload("synthetic", iter_time=10.0, spread=0.5, max_t=ITERATIONS)
+    runs = {(ex, s): run_experiment("random", workload, ex, s, 8, samples=20)
+            for ex in ("fluid", "fluid_static") for s in (3, 4)}
+    on, off = [[runs[(ex, s)] for s in (3, 4)] for ex in ("fluid", "fluid_static")]
+    assert fluid["makespan_s"] == pytest.approx((on[0].makespan + on[1].makespan) / 2)
+    assert fluid["restarts"] == (on[0].restarts + on[1].restarts) / 2
+    b = fluid["bought"]
+    assert set(b) == {"against", "seeds", "restarts_per_trial", "makespan_ratio",
+                      "makespan_ratio_ci", "makespan_seeds", "time_to_target_ratio",
+                      "time_to_target_ratio_ci", "time_to_target_seeds"}
+    assert b["against"] == "fluid_static" and b["seeds"] == [3, 4]
+    assert b["restarts_per_trial"] == pytest.approx(
+        sum(f.restarts - s.restarts for f, s in zip(on, off, strict=True)) / 40)
+    assert b["restarts_per_trial"] > 0  # the resizes restarted trials
+    makespans = [s.makespan / f.makespan for f, s in zip(on, off, strict=True)]
+    assert b["makespan_ratio"] == pytest.approx(geomean(makespans))
+    assert b["makespan_seeds"] == 2 and makespans[0] != makespans[1]
+    low, high = b["makespan_ratio_ci"]
+    assert min(makespans) <= low < high <= max(makespans)
+    times = [s.time_to_target / f.time_to_target for f, s in zip(on, off, strict=True)
+             if f.time_to_target and s.time_to_target]
+    assert b["time_to_target_seeds"] == len(times) > 0
+    assert b["time_to_target_ratio"] == pytest.approx(geomean(times))
+    assert fluid["time_to_target_s"] == pytest.approx(
+        sum(f.time_to_target for f in on) / 2)
+
+
+def test_bench_sim_bought_on_one_seed_has_no_interval_and_seeds_are_checked(capsys):
+    assert main(["bench", "sim", "--trials", "20", "--gpus", "8", "--executors",
+                 "fluid_static,fluid"]) == 0
+    out = capsys.readouterr().out
+    assert "restarts per trial more than with resizes off bought" in out and "over 1 seed" in out
+    assert main(["bench", "sim", "--trials", "20", "--gpus", "8", "--executors",
+                 "fluid_static,fluid", "--json"]) == 0
+    static, fluid = json.loads(capsys.readouterr().out)
+    b = fluid["bought"]
+    assert "bought" not in static and b["seeds"] == [0]
+    assert b["makespan_ratio_ci"] is None and b["time_to_target_ratio_ci"] is None
+    assert b["makespan_ratio"] == pytest.approx(static["makespan_s"] / fluid["makespan_s"])
+    assert b["restarts_per_trial"] == pytest.approx(
+        fluid["restarts_per_trial"] - static["restarts_per_trial"])
+    assert main(["bench", "sim", "--trials", "20", "--seeds", "0"]) == 2
+    assert "--seeds" in capsys.readouterr().err
