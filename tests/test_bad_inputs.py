@@ -187,6 +187,8 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
     (["bench", "sim", "--executors", "bogus"], "unknown executor 'bogus'; known: "),
     (["bench", "load", "--trials", "0"], "--trials must be >= 1, got 0"),
     (["bench", "load", "--cpus", "0"], "--cpus must be >= 1, got 0"),
+    (["bench", "load", "--gpus", "8", "--cpus", "4", "--nodes", "5"],
+     "--nodes must be in \\[1, 4\\], got 5"),
     (["bench", "e2e", "--trials", "0"], "--trials must be in \\[1, 10\\], got 0"),
     (["bench", "e2e", "--quick", "--trials", "8"], "--trials must be in \\[1, 7\\], got 8"),
     (["bench", "e2e", "--quick", "--load", "-1"], "--load must be in \\[0, 64\\], got -1"),

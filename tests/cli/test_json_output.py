@@ -107,6 +107,17 @@ def test_bench_load(tmp_path: Path) -> None:
     assert out["tune"]["completed"] == out["fluid"]["completed"] == 4
     assert out["fluid"]["hook_ms_per_trial"] > 0 and out["fluid"]["resizes_per_trial"] >= 0
     assert set(out["driver_rss_mb"]) == {"start", "after_tune", "after_fluid"}
+    assert out["nodes"] == 1 and out["node_gpus"] == [2]
+
+
+@pytest.mark.slow
+def test_bench_load_on_a_cluster_of_nodes(tmp_path: Path) -> None:
+    out = fluid_json(tmp_path, "bench", "load", "--trials", "6", "--gpus", "3", "--cpus", "2",
+                     "--nodes", "2", "--json")
+    assert out["nodes"] == 2 and out["node_gpus"] == [2, 1]
+    for executor in ("tune", "fluid"):
+        # one CPU on each node: six trials cannot all run on one
+        assert out[executor]["completed"] == 6 and out[executor]["nodes_used"] == 2, out
 
 
 @pytest.mark.slow

@@ -97,6 +97,7 @@ def mlp_loop(config: dict[str, Any]) -> None:
             nodes: list[Any] = [None] * ctx.world_size
             dist.all_gather_object(nodes, ray.get_runtime_context().get_node_id())
             metrics["num_nodes"] = len(set(nodes))
+            metrics["nodes"] = sorted(set(nodes))
         ckpt = ft.save_checkpoint(model=model, optimizer=opt, loader=loader, iteration=iteration)
         ft.report(metrics, checkpoint=ckpt)
 

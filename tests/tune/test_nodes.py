@@ -1,5 +1,7 @@
-"""A whole node leaves a multi-node Ray cluster mid-run and another joins: Fluid re-plans for
-the GPUs that left and came, and every trial completes with each iteration reported once."""
+"""Fluid on a multi-node Ray cluster (raylets on this machine, logical GPUs): trials spread
+over the nodes and a gang runs within one node where one has its GPUs; a whole node leaves
+mid-run and another joins: Fluid re-plans for the GPUs that left and came, and every trial
+completes with each iteration reported once."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
+import fluid.train as ft
 from fluid import FluidExecutor, tune
+from tests.train.fluid_train_loops import gang, mlp_loop
 from tests.tune.trainables import modeled
 
 ITERS = 10
@@ -31,6 +35,30 @@ def _detached(nodes):
     may attach the driver to any of them, and removing that one would stop the driver."""
     driver = ray.get_runtime_context().get_node_id()
     return next(n for n in nodes if n.node_id != driver)
+
+
+@pytest.mark.slow
+def test_gangs_spread_over_nodes_each_within_one(cluster, tmp_path):
+    c, nodes = cluster
+    gpu_nodes = {n.node_id for n in nodes}
+    ex = FluidExecutor(cpus_per_trial=0.1, cpus_per_worker=0.05)
+    analysis = tune.run(
+        tune.with_resources(ft.elastic(mlp_loop), gang(2, cpus=0.1)),
+        config={"iterations": 2, "node_ids": True, "lr": tune.grid_search([0.1, 0.2])},
+        trial_executor=ex, storage_path=str(tmp_path), verbose=0,
+    )
+    where = []
+    for trial in analysis.trials:
+        assert trial.status == "TERMINATED", trial
+        df = analysis.trial_dataframes[trial.trial_id]
+        assert list(df["training_iteration"]) == [1, 2]
+        assert set(df["world_size"]) == {2}  # each asked for a gang of 2: kept
+        # a node has the two GPUs: the gang is not split over two (its collectives would
+        # cross the network)
+        assert set(df["num_nodes"]) == {1}, list(df["nodes"])
+        where.append(df["nodes"].iloc[-1][0])
+    # two gangs of two on two nodes of two GPUs: one on each
+    assert sorted(where) == sorted(gpu_nodes)
 
 
 @pytest.mark.slow
