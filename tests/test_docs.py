@@ -16,6 +16,8 @@ CODE = "\n".join(p.read_text() for d in ("fluid", "tests", "experiments", "examp
 #: Names the docs cite from other libraries or from formulas, each with its owner.
 ELSEWHERE = {
     "min_workers": "Ray's cluster launcher (a node type's field)",
+    "setup_commands": "Ray's cluster launcher (a cluster YAML's field)",
+    "available_node_types": "Ray's cluster launcher (a cluster YAML's field)",
     "runtime_env": "Ray's runtime environments",
     "trials_to_unpause": "Ray's HyperBand (why ResourceChangingScheduler hangs around it)",
     "compute_w": "a symbol of the simulator's gang formula",

@@ -150,9 +150,9 @@ class OutsideGpus:
     Every ``refresh_s`` it reads what Ray holds now (``busy_gpus``) and subtracts what the
     trials may hold (``claimed``: every trial handed to Tune); a GPU counts only once it
     was outside in every read for ``settle_s`` seconds (a trial that just stopped still
-    holds its placement group for a moment). Before each read, the worker groups that dead
-    Ray Train controllers left are removed (``remove_orphans``): those GPUs are nobody's, and
-    counted outside they would leave the plan until the job ends.
+    holds its placement group for a moment). A read that finds GPUs outside first removes the
+    worker groups that dead Ray Train controllers left (``remove_orphans``) and reads again:
+    those GPUs are nobody's, and counted outside they would leave the plan until the job ends.
 
     Args:
         clock: monotonic clock in seconds.
@@ -174,12 +174,16 @@ class OutsideGpus:
         now = self._clock()
         if busy is None or (self._reads and now - self._reads[-1][0] < self._refresh_s):
             return self._outside
+        found = max(0, math.floor(busy() - claimed(store) + WIDTH_TOL))
         orphans = getattr(view, "remove_orphans", None)
-        if orphans is not None and (removed := orphans()):
+        # Orphans hold GPUs, so only a read that finds some outside can be fooled by them;
+        # their search reads every placement group of the cluster (tens of milliseconds).
+        if found and orphans is not None and (removed := orphans()):
             logger.info("Fluid: removed %d placement groups of Ray Train runs whose "
                         "controller died (their GPUs return to Ray)", removed)
+            found = max(0, math.floor(busy() - claimed(store) + WIDTH_TOL))
         reads = self._reads
-        reads.append((now, max(0, math.floor(busy() - claimed(store) + WIDTH_TOL))))
+        reads.append((now, found))
         if len(reads) > 1 and reads[-1][1] > 0 and reads[-2][1] > 0:
             self.seen = True  # two in a row: one alone may catch a trial that just stopped
         elif reads[-1][1] == 0 and not any(starting(r) for r in store.unordered(LIVE)):

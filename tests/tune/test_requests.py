@@ -111,12 +111,20 @@ def test_trials_still_starting_do_not_hide_gpus_others_hold():
     assert not outside.seen
 
 
-def test_worker_groups_of_dead_train_controllers_are_removed_before_a_read():
-    busy = [3.0]
-    view = SimpleNamespace(busy_gpus=lambda: busy[0],
-                           remove_orphans=lambda: busy.__setitem__(0, 1.0) or 1)
-    outside = OutsideGpus(lambda: 10.0, refresh_s=1.0, settle_s=0.0)
+def test_worker_groups_of_dead_train_controllers_are_removed_when_gpus_are_outside():
+    busy, searches = [3.0], []
+
+    def remove_orphans():
+        searches.append(busy[0])
+        busy[0] = 1.0
+        return 1
+
+    view = SimpleNamespace(busy_gpus=lambda: busy[0], remove_orphans=remove_orphans)
+    now = [10.0]
+    outside = OutsideGpus(lambda: now[0], refresh_s=1.0, settle_s=0.0)
     assert outside.read(view, TrialStore()) == 1 and busy == [1.0]
+    busy[0], now[0] = 0.0, 12.0  # nothing outside: no search of the cluster's groups
+    assert outside.read(view, TrialStore()) == 0 and searches == [3.0]
 
 
 class TrainController:
