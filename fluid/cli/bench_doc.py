@@ -33,7 +33,8 @@ def _commit() -> str:
 
 
 #: Benchmarks that time the machine itself: run alone, after the others.
-TIMED = frozenset({"policy", "sim", "sim-10000", "e2e", "e2e-load2", "load", "dropin"})
+TIMED = frozenset({"policy", "sim", "sim-10000", "e2e", "e2e-load2", "load", "load-nodes4",
+                   "dropin"})
 
 
 def run_missing(results: Path, log: Callable[[str], None], jobs: int = 1,

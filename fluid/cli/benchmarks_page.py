@@ -58,7 +58,8 @@ def _benchmarks() -> dict[str, tuple[str, ...]]:
         "validate": ("simulate", "--validate", "--json"),
         "e2e": ("bench", "e2e", "--quick", "--json"),
         "e2e-load2": ("bench", "e2e", "--quick", "--load", "2", "--json"),
-        "load": ("bench", "load", "--trials", "200", "--json"),
+        "load": ("bench", "load", "--trials", "500", "--json"),
+        "load-nodes4": ("bench", "load", "--trials", "500", "--nodes", "4", "--json"),
         "dropin": ("bench", "dropin", "--json"),
         "paper": ("simulate", "--paper", "--seeds", "10"),
     }
@@ -348,18 +349,21 @@ def real_runs(res: Results) -> list[str]:
     if rows:
         lines += table(["job", "plain Tune s", "Fluid s", "speedup", "simulated speedup",
                         "resizes", "Fluid's eps s"], rows) + [""]
-    load = res.get("load")
+    loads = [out for out in map(res.get, ("load", "load-nodes4")) if out is not None]
     lines += ["## Load: many short trials", "",
-              "Zero-work trials on logical GPUs: Fluid's overhead on the driver.", "",
-              *res.provenance(["load"]), ""]
-    if load is not None:
-        f = load["fluid"]
-        lines += table(["trials", "plain Tune s", "Fluid s", "vs_tune", "Fluid's hooks ms per "
-                        "trial", "resizes per trial", "driver peak RSS MB after Fluid"],
-                       [[f"{load['trials']:,}", f"{load['tune']['wall_clock']:.1f}",
-                         f"{f['wall_clock']:.1f}", f"{f['vs_tune']:.2f}",
-                         f"{f['hook_ms_per_trial']:.2f}", f"{f['resizes_per_trial']:.3f}",
-                         f"{load['driver_peak_rss_mb']['after_fluid']:,.0f}"]]) + [""]
+              "Zero-work trials on logical GPUs: Fluid's overhead on the driver, on one local "
+              "Ray instance and on a cluster of several raylets on this machine.", "",
+              *res.provenance(["load"]), *res.provenance(["load-nodes4"]), ""]
+    if loads:
+        lines += table(["trials", "nodes", "plain Tune s", "Fluid s", "vs_tune", "Fluid's hooks "
+                        "ms per trial", "resizes per trial", "driver peak RSS MB after Fluid"],
+                       [[f"{out['trials']:,}", str(out.get("nodes", 1)),
+                         f"{out['tune']['wall_clock']:.1f}", f"{out['fluid']['wall_clock']:.1f}",
+                         f"{out['fluid']['vs_tune']:.2f}",
+                         f"{out['fluid']['hook_ms_per_trial']:.2f}",
+                         f"{out['fluid']['resizes_per_trial']:.3f}",
+                         f"{out['driver_peak_rss_mb']['after_fluid']:,.0f}"] for out in loads]
+                       ) + [""]
     return lines
 
 

@@ -123,3 +123,20 @@ def test_restarts_section_shows_what_fluids_restarts_bought(tmp_path: Path) -> N
     assert ("| 1,000 | 512 | 10 | 0.613 | 0.600 | 1.37x [1.30, 1.45] | "
             "0.96x [0.90, 1.02] (over 8 seeds) |") in text
     assert "`fluid bench sim --executors fluid --seeds 10 --json`, at `abc1234`." in text
+
+
+def test_load_section_has_a_row_for_each_cluster_run(tmp_path: Path) -> None:
+    def load(nodes: int, hooks_ms: float) -> dict:
+        return {"trials": 500, "nodes": nodes, "tune": {"wall_clock": 700.0},
+                "fluid": {"wall_clock": 690.0, "vs_tune": 0.99, "hook_ms_per_trial": hooks_ms,
+                          "resizes_per_trial": 0.0},
+                "driver_peak_rss_mb": {"after_fluid": 420.0}}
+
+    _write(tmp_path, "load", load(1, 4.5))
+    text = page(Results(tmp_path))
+    assert "| 500 | 1 | 700.0 | 690.0 | 0.99 | 4.50 | 0.000 | 420 |" in text
+    assert "Not run yet: load-nodes4." in text
+    _write(tmp_path, "load-nodes4", load(4, 4.8))
+    text = page(Results(tmp_path))
+    assert "| 500 | 4 | 700.0 | 690.0 | 0.99 | 4.80 | 0.000 | 420 |" in text
+    assert "`fluid bench load --trials 500 --nodes 4 --json`, at `abc1234`." in text
