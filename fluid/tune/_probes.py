@@ -74,8 +74,7 @@ class PackingProbes:
         free = TrialFacts(1.0, est.prior_beta, alpha_measured=True)
         if trial_limits(free, specs.config, specs.tunables, specs.gpus, specs.exact)[0] < 2:
             return 0  # the user's c (or c_max) allows no packing at all
-        started = sum(1 for r in self._store.records.values() if r.probe)
-        return max(0, PROBE_PAIR * specs.tunables.probe_pairs - started)
+        return max(0, PROBE_PAIR * specs.tunables.probe_pairs - len(self._store.probes))
 
     def _may_share(self, rec: TrialRecord) -> bool:
         """Whether a waiting trial may be a probe: the algorithm does not wait on it, and no

@@ -170,6 +170,8 @@ class TrialStore:
         # unmeasured trial's estimate, asked at each measurement.
         self.own_alphas: dict[str, float] = {}
         self.own_betas: dict[str, float] = {}
+        # Ids of the filed records that are packing probes (counted at every plan).
+        self.probes: set[str] = set()
         # Live records whose actor may still be starting, as a heap of (seq, id): each is
         # pushed when it is filed or moved into a live phase (the only way a live trial becomes
         # PENDING in Tune: handed to it), and dropped once ``first_starting`` sees it is not.
@@ -263,6 +265,9 @@ class TrialStore:
         old = self.records.get(rec.trial_id)
         if old is not None:  # replaced: it keeps the old one's place in the order
             del self._by_phase[old.phase][old.trial_id]
+            self.probes.discard(rec.trial_id)
+        if rec.probe:
+            self.probes.add(rec.trial_id)
         object.__setattr__(rec, "seq", old.seq if old is not None else len(self.records))
         self.records[rec.trial_id] = rec
         self._by_phase[rec.phase][rec.trial_id] = rec
@@ -281,6 +286,8 @@ class TrialStore:
         if values.get("own_beta") is not None:
             self.own_betas[rec.trial_id] = values["own_beta"][0]
         if self.records.get(rec.trial_id) is rec:
+            if "probe" in values:
+                (self.probes.add if rec.probe else self.probes.discard)(rec.trial_id)
             self._changed.add(rec.trial_id)
             self._reprioritized = self._reprioritized or "priority" in values
             self._max_until_stale = self._max_until_stale or "until" in values

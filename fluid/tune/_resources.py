@@ -73,10 +73,10 @@ class RayResourceView:
         return float(self._read().get("CPU", 0.0))
 
     def busy_gpus(self) -> float:
-        """GPUs that placement groups, tasks or actors hold now (read at each call)."""
-        import ray
-
-        return float(ray.cluster_resources().get("GPU", 0.0)) - self.available_gpus()
+        """GPUs that placement groups, tasks or actors hold now: the free ones read at each
+        call, from the cluster's GPUs as last read (at most ``refresh_s`` old, as for the
+        plan; ``OutsideGpus`` counts a GPU only once reads over a longer window agree)."""
+        return self.gpus() - self.available_gpus()
 
     def remove_orphans(self) -> int:
         """Remove the worker groups of Ray Train runs whose controller died (a trial stopped

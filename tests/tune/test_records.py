@@ -49,6 +49,20 @@ def test_the_store_notes_what_changed_for_the_planner():
     assert store.take_changed() == ({"a"}, False)
 
 
+def test_the_store_counts_the_packing_probes_of_its_filed_records():
+    store = TrialStore()
+    a, b = TrialRecord(_trial("a"), 0, 5), TrialRecord(_trial("b"), 0, 5, probe=True)
+    store.update(a, probe=True)  # not filed yet
+    assert store.probes == set()
+    store.add(b)
+    assert store.probes == {"b"}
+    store.add(a)
+    store.update(b, width=0.5)
+    assert store.probes == {"a", "b"}
+    store.add(TrialRecord(_trial("a"), 0, 5))  # replaced by a record that is no probe
+    assert store.probes == {"b"} == {r.trial_id for r in store.records.values() if r.probe}
+
+
 def test_in_phase_follows_every_phase_change_in_the_order_trials_were_added():
     # TrialStore indexes records by phase; a scan of every record is the reference.
     rng = random.Random(0)
