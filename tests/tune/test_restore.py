@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,20 +41,30 @@ def _finished(storage):
     return n
 
 
-def searcher_state_whole(storage) -> bool:
-    """Whether the searcher's saved state is in storage and reads back whole: Tune copies it
-    there with a plain write (Ray 2.50), so a SIGKILL during that copy leaves a file that no
-    restore can read, under plain Tune as under Fluid."""
-    paths = glob.glob(os.path.join(storage, "exp", "searcher-state-*.pkl"))
-    if not paths:
+def tune_state_whole(storage) -> bool:
+    """Whether Tune's experiment state and its searcher's state in storage read back whole.
+
+    Tune writes them in its staging directory, then copies them to storage with a plain write
+    (Ray 2.50 to 2.60): a SIGKILL during that copy leaves a file that no restore can read,
+    under plain Tune as under Fluid.
+    """
+    states = sorted(glob.glob(os.path.join(storage, "exp", "experiment_state-*.json")))
+    if not states:
         return False
-    for path in paths:
-        try:
+    try:
+        with open(states[-1]) as f:
+            json.load(f)
+        for path in glob.glob(os.path.join(storage, "exp", "searcher-state-*.pkl")):
             with open(path, "rb") as f:
                 pickle.load(f)
-        except (EOFError, pickle.UnpicklingError, OSError):
-            return False
+    except (EOFError, ValueError, pickle.UnpicklingError, OSError):
+        return False
     return True
+
+
+def searcher_state_saved(storage) -> bool:
+    """Whether Tune has copied its searcher's state to storage."""
+    return bool(glob.glob(os.path.join(storage, "exp", "searcher-state-*.pkl")))
 
 
 def seen_by_driver(storage) -> list[list[tuple[str, int]]]:
@@ -65,18 +76,11 @@ def seen_by_driver(storage) -> list[list[tuple[str, int]]]:
     return out
 
 
-def _kill_then_restore(storage, searcher, killed, executor="fluid"):
-    """Run the driver, SIGKILL it once ``killed(storage)``, restore it; the restored run
-    must finish within the timeout (a hang fails the test).
-
-    Returns ``((iterations by result file, trials finished) at the kill, iterations by result
-    file at the end, {trial_id: final Tune status})``.
-    """
-    cmd = [sys.executable, "-m", "tests.tune.driver_script", storage]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    fresh = subprocess.Popen(cmd + ["fresh", searcher, executor], cwd=ROOT, env=env,
-                             start_new_session=True, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+def _killed_mid_run(storage, cmd, env, killed):
+    """Run the fresh driver and SIGKILL it once ``killed(storage)``; ``True`` when Tune's state
+    in storage reads back whole after the kill (``tune_state_whole``)."""
+    fresh = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     # Kill once some progress has reached storage but the experiment is far from done.
     while time.monotonic() < deadline and not killed(storage):
@@ -84,6 +88,27 @@ def _kill_then_restore(storage, searcher, killed, executor="fluid"):
     assert fresh.poll() is None, "the experiment finished before it could be killed"
     os.killpg(fresh.pid, signal.SIGKILL)  # the driver and the Ray processes it started
     fresh.wait()
+    return tune_state_whole(storage)
+
+
+def _kill_then_restore(storage, searcher, killed, executor="fluid", tries=3):
+    """Run the driver, SIGKILL it once ``killed(storage)``, restore it; the restored run
+    must finish within the timeout (a hang fails the test). A kill that tore Tune's own copy
+    of its state (``tune_state_whole``) is run again in an emptied ``storage``, up to ``tries``
+    times: no restore, plain Tune's included, can read such a state.
+
+    Returns ``((iterations by result file, trials finished) at the kill, iterations by result
+    file at the end, {trial_id: final Tune status})``.
+    """
+    cmd = [sys.executable, "-m", "tests.tune.driver_script", storage]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for _ in range(tries):
+        if _killed_mid_run(storage, cmd + ["fresh", searcher, executor], env, killed):
+            break
+        shutil.rmtree(storage)
+        os.makedirs(storage)
+    else:
+        pytest.fail(f"each of {tries} kills tore Tune's copy of its state in storage")
     before = _results(storage), _finished(storage)
     restored = subprocess.run(cmd + ["restore", searcher, executor], cwd=ROOT, env=env, timeout=300,
                               capture_output=True, text=True)
@@ -125,7 +150,7 @@ def test_model_based_searcher_restores(tmp_path):
     """
     storage = str(tmp_path)
     before, after, statuses = _kill_then_restore(
-        storage, "hyperopt", lambda s: _finished(s) >= 3 and searcher_state_whole(s))
+        storage, "hyperopt", lambda s: _finished(s) >= 3 and searcher_state_saved(s))
     assert before[1] >= 3  # finished trials were re-added on restore
     assert len(statuses) == SAMPLES
     assert set(statuses.values()) == {"TERMINATED"}, statuses
