@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,4 +254,11 @@ def config_covariates(numbers: list[dict[str, float]]) -> list[list[float]]:
     (a batch size, a width: iteration times scale with their ratios)."""
     keys = sorted(set.intersection(*(set(n) for n in numbers))) if numbers else []
     logs = {k for k in keys if all(n[k] > 0 for n in numbers)}
-    return [[math.log(n[k]) if k in logs else n[k] for k in keys] for n in numbers]
+    return [covariate_row(n, keys, logs) for n in numbers]
+
+
+def covariate_row(numbers: dict[str, float], keys: Sequence[str],
+                  logs: Collection[str]) -> list[float]:
+    """One trial's row of ``config_covariates``: its number of each of ``keys``, the log of
+    those in ``logs``."""
+    return [math.log(numbers[k]) if k in logs else numbers[k] for k in keys]

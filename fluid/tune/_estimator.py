@@ -37,7 +37,6 @@ from fluid.core import Tunables, slowdown
 from fluid.core.estimates import (
     LogEstimate,
     combine,
-    config_covariates,
     config_numbers,
     exposure_slope,
     mean_of_logs,
@@ -46,6 +45,7 @@ from fluid.core.estimates import (
 )
 from fluid.core.overheads import c_from_alpha
 from fluid.core.tolerances import WIDTH_TOL
+from fluid.tune._covariates import CovariateRows
 from fluid.tune._records import TrialRecord, TrialStore
 
 
@@ -88,9 +88,9 @@ class OverheadEstimator:
         # trial id -> ((alpha, beta, samples), median): every re-plan asks for the time of
         # every live trial, most of them unchanged since the last one.
         self._medians: dict[str, tuple[tuple, float]] = {}
-        # trial id -> (exposure, seconds, iterations seen, numbers of its config) of its first
-        # iteration on one GPU, then its second
-        self._exposed: dict[str, tuple[float, float, int, dict[str, float]]] = {}
+        # trial id -> (exposure, seconds, iterations seen) of its first one-GPU iteration, then its second
+        self._exposed: dict[str, tuple[float, float, int]] = {}
+        self._covariates = CovariateRows()
         self._posterior: LogEstimate | None = None  # packing_estimate, until a sample changes
 
     def restore_eps(self, samples: list[float]) -> None:
@@ -124,7 +124,7 @@ class OverheadEstimator:
                        if tid not in self._exposed]
                 measured = combine([
                     exposure_slope([v[0] for v in across], [v[1] for v in across],
-                                   config_covariates([v[3] for v in across])),
+                                   self._covariates.rows(self._exposed)),
                     mean_of_logs(own)])
                 self._posterior = shrink(prior, measured)
         return self._posterior
@@ -300,9 +300,9 @@ class OverheadEstimator:
         if self.alpha_given or not self.refine or self.sampled(rec):
             return  # packing_estimate is the prior then, whatever the samples
         seen = self._exposed.get(rec.trial_id)
-        config = getattr(rec.trial, "config", None)
-        numbers = seen[3] if seen is not None else config_numbers(config)
-        self._exposed[rec.trial_id] = (exposure, dt, 1 if seen is None else 2, numbers)
+        if seen is None:
+            self._covariates.add(rec.trial_id, config_numbers(getattr(rec.trial, "config", None)))
+        self._exposed[rec.trial_id] = (exposure, dt, 1 if seen is None else 2)
         self._posterior = None
 
     def iteration_time(self, rec: TrialRecord) -> float:
