@@ -174,7 +174,12 @@ class OutsideGpus:
         now = self._clock()
         if busy is None or (self._reads and now - self._reads[-1][0] < self._refresh_s):
             return self._outside
-        found = max(0, math.floor(busy() - claimed(store) + WIDTH_TOL))
+        held = claimed(store)
+        # Ray holds no more than the cluster's GPUs: with all claimed, none can be outside,
+        # and the read of what Ray holds (milliseconds) is not made.
+        gpus = getattr(view, "gpus", None)
+        found = (0 if gpus is not None and held >= gpus() - WIDTH_TOL
+                 else max(0, math.floor(busy() - held + WIDTH_TOL)))
         orphans = getattr(view, "remove_orphans", None)
         # Orphans hold GPUs, so only a read that finds some outside can be fooled by them;
         # their search reads every placement group of the cluster (tens of milliseconds).

@@ -87,6 +87,21 @@ def test_gpus_held_outside_count_only_once_they_stay_so():
     assert OutsideGpus(lambda: 0.0, 1.0, 5.0).read(SimpleNamespace(), store) == 0
 
 
+def test_what_ray_holds_is_not_read_while_the_trials_claim_every_gpu():
+    now, reads = [0.0], []
+    outside = OutsideGpus(lambda: now[0], refresh_s=1.0, settle_s=0.0)
+    view = SimpleNamespace(gpus=lambda: 2.0, busy_gpus=lambda: reads.append(now[0]) or 2.0)
+    store = TrialStore()
+    recs = file_records(store, 2)
+    for rec in recs:  # handed to Tune, 1 GPU each: every GPU of the cluster claimed
+        for phase in (Phase.QUEUED, Phase.READY, Phase.RUNNING):
+            store.move(rec, phase, width=1.0)
+    assert outside.read(view, store) == 0 and reads == []
+    store.move(recs[0], Phase.DONE)  # one GPU unclaimed: what Ray holds is read
+    now[0] = 1.0
+    assert outside.read(view, store) == 1 and reads == [1.0]
+
+
 def test_trials_still_starting_do_not_hide_gpus_others_hold():
     now, busy = [0.0], [2.0]  # another job holds 2 GPUs
     outside = OutsideGpus(lambda: now[0], refresh_s=1.0, settle_s=5.0)
