@@ -41,22 +41,30 @@ def _finished(storage):
     return n
 
 
+#: Tune's state files in the experiment's directory that a restore reads: the experiment's
+#: (JSON), its search algorithm's, its searcher's and its callbacks' (pickles).
+TUNE_STATES = ("experiment_state-*.json", "search_gen_state-*.json", "basic-variant-state-*.json",
+               "searcher-state-*.pkl", "callback-states-*.pkl")
+
+
 def tune_state_whole(storage) -> bool:
-    """Whether Tune's experiment state and its searcher's state in storage read back whole.
+    """Whether every state file of Tune's in storage reads back whole (``TUNE_STATES``), the
+    experiment's at least.
 
     Tune writes them in its staging directory, then copies them to storage with a plain write
     (Ray 2.50 to 2.60): a SIGKILL during that copy leaves a file that no restore can read,
     under plain Tune as under Fluid.
     """
-    states = sorted(glob.glob(os.path.join(storage, "exp", "experiment_state-*.json")))
-    if not states:
+    from ray import cloudpickle
+
+    exp = os.path.join(storage, "exp")
+    if not glob.glob(os.path.join(exp, TUNE_STATES[0])):
         return False
     try:
-        with open(states[-1]) as f:
-            json.load(f)
-        for path in glob.glob(os.path.join(storage, "exp", "searcher-state-*.pkl")):
-            with open(path, "rb") as f:
-                pickle.load(f)
+        for pattern in TUNE_STATES:
+            for path in glob.glob(os.path.join(exp, pattern)):
+                with open(path, "rb") as f:
+                    (json if pattern == TUNE_STATES[0] else cloudpickle).load(f)
     except (EOFError, ValueError, pickle.UnpicklingError, OSError):
         return False
     return True
