@@ -148,7 +148,8 @@ class OutsideGpus:
     """Whole GPUs Ray gave to others than the experiment's trials, for the plan to leave out.
 
     Every ``refresh_s`` it reads what Ray holds now (``busy_gpus``) and subtracts what the
-    trials may hold (``claimed``: every trial handed to Tune); a GPU counts only once it
+    trials may hold (``claimed``: every trial handed to Tune; while they claim every GPU of
+    the cluster, none can be outside and Ray is not asked); a GPU counts only once it
     was outside in every read for ``settle_s`` seconds (a trial that just stopped still
     holds its placement group for a moment). A read that finds GPUs outside first removes the
     worker groups that dead Ray Train controllers left (``remove_orphans``) and reads again:
@@ -175,8 +176,7 @@ class OutsideGpus:
         if busy is None or (self._reads and now - self._reads[-1][0] < self._refresh_s):
             return self._outside
         held = claimed(store)
-        # Ray holds no more than the cluster's GPUs: with all claimed, none can be outside,
-        # and the read of what Ray holds (milliseconds) is not made.
+        # Ray holds no more than the cluster's GPUs: the read (milliseconds) is skipped then.
         gpus = getattr(view, "gpus", None)
         found = (0 if gpus is not None and held >= gpus() - WIDTH_TOL
                  else max(0, math.floor(busy() - held + WIDTH_TOL)))
